@@ -1,0 +1,163 @@
+//! Reading and writing the wire formats, losslessly.
+//!
+//! [`parse`] auto-detects an OpenAI Chat Completions body, an Anthropic Messages body or a
+//! bare array of OpenAI-style messages; [`to_vec`] writes a conversation back in the format
+//! it came in. A round trip with nothing changed gives semantically equal JSON, in the
+//! original key order (unknown keys included).
+
+mod anthropic;
+mod openai;
+mod ordered;
+
+use serde_json::Value;
+
+use crate::conversation::{Conversation, Format};
+use crate::error::{Error, ParseError};
+
+/// How to write a conversation.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WriteOptions {
+    /// Drop `_pin` markers (providers reject unknown message fields).
+    pub strip_pins: bool,
+    /// Indent the JSON.
+    pub pretty: bool,
+}
+
+/// Reads a request body (or a bare message array) from bytes. `format` forces a format;
+/// `None` auto-detects it.
+pub fn parse(bytes: &[u8], format: Option<Format>) -> Result<Conversation, ParseError> {
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Err(ParseError::new(
+            "$",
+            "empty input: expected a JSON request body",
+        ));
+    }
+    let value: Value = serde_json::from_slice(bytes).map_err(|e| {
+        ParseError::new(
+            format!("line {}, column {}", e.line(), e.column()),
+            format!("invalid JSON: {}", strip_position(&e.to_string())),
+        )
+    })?;
+    parse_value(value, format)
+}
+
+/// Reads a request body already parsed as JSON.
+pub fn parse_value(value: Value, format: Option<Format>) -> Result<Conversation, ParseError> {
+    let format = match format {
+        Some(f) => f,
+        None => detect(&value)?,
+    };
+    let mut conversation = match (format, value) {
+        (Format::Anthropic, Value::Object(body)) => anthropic::read(body)?,
+        (Format::OpenAi, Value::Object(body)) => openai::read_body(body)?,
+        (Format::Bare, Value::Array(items)) => openai::read_bare(items)?,
+        (Format::Bare, _) => {
+            return Err(ParseError::new("$", "expected a JSON array of messages"));
+        }
+        (_, Value::Array(items)) if format == Format::OpenAi => openai::read_bare(items)?,
+        (_, other) => {
+            return Err(ParseError::new(
+                "$",
+                format!("expected a request body object, found {}", kind_of(&other)),
+            ));
+        }
+    };
+    conversation.resolve_tool_names();
+    Ok(conversation)
+}
+
+/// Writes a conversation in its format.
+pub fn to_vec(conversation: &Conversation, options: WriteOptions) -> Result<Vec<u8>, Error> {
+    let view = ordered::View {
+        conversation,
+        options,
+    };
+    let result = if options.pretty {
+        serde_json::to_vec_pretty(&view)
+    } else {
+        serde_json::to_vec(&view)
+    };
+    result.map_err(|e| Error::Write(e.to_string()))
+}
+
+/// Writes a conversation as a JSON value (for callers that edit it further).
+pub fn to_value(conversation: &Conversation, options: WriteOptions) -> Result<Value, Error> {
+    serde_json::to_value(ordered::View {
+        conversation,
+        options,
+    })
+    .map_err(|e| Error::Write(e.to_string()))
+}
+
+/// Decides the format of a parsed body.
+///
+/// An array is a bare message list. An object with `messages` is Anthropic when it has a
+/// top-level `system`, or a message uses Anthropic-only block types (`tool_use`,
+/// `tool_result`, `thinking`, an `image` with a `source`, ...); otherwise OpenAI, which is
+/// also the right reading of plain text-only messages in either format.
+pub fn detect(value: &Value) -> Result<Format, ParseError> {
+    let body = match value {
+        Value::Array(_) => return Ok(Format::Bare),
+        Value::Object(body) => body,
+        other => {
+            return Err(ParseError::new(
+                "$",
+                format!(
+                    "expected an OpenAI or Anthropic request body or an array of messages, found {}",
+                    kind_of(other)
+                ),
+            ));
+        }
+    };
+    let Some(messages) = body.get("messages") else {
+        return Err(ParseError::new(
+            "$",
+            "expected a request body with a \"messages\" array (OpenAI or Anthropic)",
+        ));
+    };
+    let Value::Array(messages) = messages else {
+        return Err(ParseError::new(
+            "$.messages",
+            format!("expected an array of messages, found {}", kind_of(messages)),
+        ));
+    };
+    if body.contains_key("system") || body.contains_key("anthropic_version") {
+        return Ok(Format::Anthropic);
+    }
+    let anthropic_block = |block: &Value| {
+        let kind = block.get("type").and_then(Value::as_str).unwrap_or("");
+        matches!(
+            kind,
+            "tool_use" | "tool_result" | "thinking" | "redacted_thinking" | "document"
+        ) || (kind == "image" && block.get("source").is_some())
+    };
+    for message in messages {
+        if message.get("tool_calls").is_some() || message.get("tool_call_id").is_some() {
+            return Ok(Format::OpenAi);
+        }
+        if let Some(Value::Array(blocks)) = message.get("content")
+            && blocks.iter().any(anthropic_block)
+        {
+            return Ok(Format::Anthropic);
+        }
+    }
+    Ok(Format::OpenAi)
+}
+
+/// "a string", "an object", ... for error messages.
+pub(crate) fn kind_of(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+fn strip_position(message: &str) -> &str {
+    message
+        .rfind(" at line ")
+        .map_or(message, |at| &message[..at])
+}

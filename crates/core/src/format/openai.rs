@@ -1,0 +1,272 @@
+//! OpenAI Chat Completions messages: reading into the neutral model.
+
+use serde_json::{Map, Value};
+
+use super::kind_of;
+use crate::conversation::{
+    Block, Conversation, Format, Message, Opaque, Role, Shape, TextBlock, ToolCall, ToolResult,
+};
+use crate::error::ParseError;
+
+/// Keys of a message that the model owns (written back from the model, in place).
+pub(super) const MESSAGE_KEYS: &[&str] = &[
+    "role",
+    "content",
+    "tool_calls",
+    "tool_call_id",
+    "function_call",
+];
+
+pub(super) fn read_body(mut body: Map<String, Value>) -> Result<Conversation, ParseError> {
+    let items = match body.get_mut("messages").map(Value::take) {
+        Some(Value::Array(items)) => items,
+        Some(other) => {
+            return Err(ParseError::new(
+                "$.messages",
+                format!("expected an array of messages, found {}", kind_of(&other)),
+            ));
+        }
+        None => {
+            return Err(ParseError::new("$", "expected a \"messages\" array"));
+        }
+    };
+    let messages = read_messages(items, "$.messages")?;
+    Ok(Conversation {
+        format: Format::OpenAi,
+        messages,
+        envelope: body,
+    })
+}
+
+pub(super) fn read_bare(items: Vec<Value>) -> Result<Conversation, ParseError> {
+    Ok(Conversation {
+        format: Format::Bare,
+        messages: read_messages(items, "$")?,
+        envelope: Map::new(),
+    })
+}
+
+fn read_messages(items: Vec<Value>, base: &str) -> Result<Vec<Message>, ParseError> {
+    let mut messages = Vec::with_capacity(items.len());
+    // The pairing key of the latest legacy `function_call`, for the `function` message after it.
+    let mut legacy_call: Option<String> = None;
+    for (index, item) in items.into_iter().enumerate() {
+        let path = format!("{base}[{index}]");
+        let message = read_message(item, &path, index, &mut legacy_call)?;
+        messages.push(message);
+    }
+    Ok(messages)
+}
+
+fn read_message(
+    item: Value,
+    path: &str,
+    index: usize,
+    legacy_call: &mut Option<String>,
+) -> Result<Message, ParseError> {
+    let Value::Object(mut fields) = item else {
+        return Err(ParseError::new(
+            path,
+            format!("expected a message object, found {}", kind_of(&item)),
+        ));
+    };
+    let role = read_role(&fields, path)?;
+    let (content, shape) = match fields.get_mut("content").map(Value::take) {
+        None => (Vec::new(), Shape::Absent),
+        Some(value) => read_content(value, &format!("{path}.content"))?,
+    };
+    let mut blocks = content;
+
+    if role == Role::Tool {
+        let call_id = match fields.get_mut("tool_call_id").map(Value::take) {
+            Some(Value::String(id)) => id,
+            Some(other) => {
+                return Err(ParseError::new(
+                    format!("{path}.tool_call_id"),
+                    format!("expected a string, found {}", kind_of(&other)),
+                ));
+            }
+            None => {
+                return Err(ParseError::new(
+                    path,
+                    "tool message without \"tool_call_id\" (expected the id of the call it answers)",
+                ));
+            }
+        };
+        blocks = vec![Block::ToolResult(ToolResult {
+            call_id,
+            tool_name: None,
+            content: blocks,
+            shape,
+            fields: Map::new(),
+        })];
+    } else if role == Role::Function {
+        let name = fields
+            .get("name")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        let call_id = legacy_call
+            .take()
+            .unwrap_or_else(|| format!("legacy-function-{index}"));
+        blocks = vec![Block::ToolResult(ToolResult {
+            call_id,
+            tool_name: name,
+            content: blocks,
+            shape,
+            fields: Map::new(),
+        })];
+    }
+
+    if let Some(calls) = fields.get_mut("tool_calls").map(Value::take) {
+        let path = format!("{path}.tool_calls");
+        let Value::Array(calls) = calls else {
+            return Err(ParseError::new(
+                path,
+                format!("expected an array of tool calls, found {}", kind_of(&calls)),
+            ));
+        };
+        for (i, call) in calls.into_iter().enumerate() {
+            blocks.push(Block::ToolCall(read_tool_call(
+                call,
+                &format!("{path}[{i}]"),
+            )?));
+        }
+    }
+    if let Some(call) = fields.get_mut("function_call").map(Value::take) {
+        let id = format!("legacy-function-{index}");
+        let mut call = read_function(call, &format!("{path}.function_call"))?;
+        call.id = id.clone();
+        call.legacy = true;
+        *legacy_call = Some(id);
+        blocks.push(Block::ToolCall(call));
+    }
+    Ok(Message::new(role, blocks, shape, fields))
+}
+
+fn read_role(fields: &Map<String, Value>, path: &str) -> Result<Role, ParseError> {
+    match fields.get("role") {
+        Some(Value::String(name)) => Role::parse(name).ok_or_else(|| {
+            ParseError::new(
+                format!("{path}.role"),
+                format!(
+                    "unknown role \"{name}\" (expected system, developer, user, assistant, tool or function)"
+                ),
+            )
+        }),
+        Some(other) => Err(ParseError::new(
+            format!("{path}.role"),
+            format!("expected a role string, found {}", kind_of(other)),
+        )),
+        None => Err(ParseError::new(path, "message without \"role\"")),
+    }
+}
+
+/// Reads OpenAI content: a string, an array of parts, or null.
+pub(super) fn read_content(value: Value, path: &str) -> Result<(Vec<Block>, Shape), ParseError> {
+    match value {
+        Value::String(text) => Ok((vec![Block::text(text)], Shape::String)),
+        Value::Null => Ok((Vec::new(), Shape::Null)),
+        Value::Array(parts) => {
+            let mut blocks = Vec::with_capacity(parts.len());
+            for (i, part) in parts.into_iter().enumerate() {
+                blocks.push(read_part(part, &format!("{path}[{i}]"))?);
+            }
+            Ok((blocks, Shape::Parts))
+        }
+        other => Err(ParseError::new(
+            path,
+            format!(
+                "expected a string, an array of content parts or null, found {}",
+                kind_of(&other)
+            ),
+        )),
+    }
+}
+
+fn read_part(part: Value, path: &str) -> Result<Block, ParseError> {
+    let Value::Object(mut fields) = part else {
+        return Err(ParseError::new(
+            path,
+            format!("expected a content part object, found {}", kind_of(&part)),
+        ));
+    };
+    let kind = fields.get("type").and_then(Value::as_str).unwrap_or("");
+    match kind {
+        "text" | "input_text" | "output_text" => match fields.get_mut("text").map(Value::take) {
+            Some(Value::String(text)) => Ok(Block::Text(TextBlock { text, fields })),
+            other => Err(ParseError::new(
+                format!("{path}.text"),
+                format!(
+                    "expected a string, found {}",
+                    other.as_ref().map_or("nothing", kind_of)
+                ),
+            )),
+        },
+        "image_url" | "input_image" | "input_audio" | "file" | "image" | "audio" => {
+            Ok(Block::Binary(Opaque {
+                raw: Value::Object(fields),
+            }))
+        }
+        _ => Ok(Block::Other(Opaque {
+            raw: Value::Object(fields),
+        })),
+    }
+}
+
+fn read_tool_call(call: Value, path: &str) -> Result<ToolCall, ParseError> {
+    let Value::Object(mut fields) = call else {
+        return Err(ParseError::new(
+            path,
+            format!("expected a tool call object, found {}", kind_of(&call)),
+        ));
+    };
+    let id = match fields.get_mut("id").map(Value::take) {
+        Some(Value::String(id)) => id,
+        _ => {
+            return Err(ParseError::new(
+                format!("{path}.id"),
+                "expected the tool call's id (a string)",
+            ));
+        }
+    };
+    let Some(function) = fields.get_mut("function").map(Value::take) else {
+        return Err(ParseError::new(
+            path,
+            "tool call without \"function\" (expected {\"name\", \"arguments\"})",
+        ));
+    };
+    let mut call = read_function(function, &format!("{path}.function"))?;
+    call.id = id;
+    call.fields = fields;
+    Ok(call)
+}
+
+fn read_function(function: Value, path: &str) -> Result<ToolCall, ParseError> {
+    let Value::Object(mut function_fields) = function else {
+        return Err(ParseError::new(
+            path,
+            format!("expected an object, found {}", kind_of(&function)),
+        ));
+    };
+    let name = match function_fields.get_mut("name").map(Value::take) {
+        Some(Value::String(name)) => name,
+        _ => {
+            return Err(ParseError::new(
+                format!("{path}.name"),
+                "expected the function's name (a string)",
+            ));
+        }
+    };
+    let arguments = function_fields
+        .get_mut("arguments")
+        .map(Value::take)
+        .unwrap_or(Value::Null);
+    Ok(ToolCall {
+        id: String::new(),
+        name,
+        arguments,
+        fields: Map::new(),
+        function_fields,
+        legacy: false,
+    })
+}
