@@ -86,6 +86,13 @@ impl ClassCounts {
         counts
     }
 
+    /// The counts of some content blocks (a tool result's content, say).
+    pub fn of_blocks(blocks: &[Block]) -> ClassCounts {
+        let mut counts = ClassCounts::default();
+        add_blocks(&mut counts, blocks);
+        counts
+    }
+
     /// The counts of a whole request: messages plus `tools` definitions.
     pub fn of_conversation(conversation: &Conversation) -> ClassCounts {
         let mut total = conversation
@@ -218,6 +225,54 @@ impl Weights {
     /// The number of characters in an estimate (for the "chars per token" a report shows).
     pub fn chars(c: &ClassCounts) -> u64 {
         c.letters + c.digits + c.whitespace + c.punctuation + c.non_ascii
+    }
+}
+
+/// The estimate in force: the prior's weights times the model's calibration multiplier.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Estimator {
+    pub weights: Weights,
+    /// Calibrated scale, or the starting scale times the safety margin.
+    pub multiplier: f64,
+}
+
+impl Estimator {
+    pub fn new(weights: Weights, multiplier: f64) -> Self {
+        Estimator {
+            weights,
+            multiplier,
+        }
+    }
+
+    /// Tokens of some class counts, rounded up.
+    pub fn tokens_of(&self, counts: &ClassCounts) -> u64 {
+        (self.weights.prior(counts) * self.multiplier).ceil() as u64
+    }
+
+    /// Tokens of a whole request (messages and `tools`).
+    pub fn tokens(&self, conversation: &Conversation) -> u64 {
+        self.tokens_of(&ClassCounts::of_conversation(conversation))
+    }
+
+    /// Tokens of one message (cached counts).
+    pub fn message_tokens(&self, message: &Message) -> u64 {
+        self.tokens_of(&message.counts())
+    }
+
+    /// Tokens of a text.
+    pub fn text_tokens(&self, text: &str) -> u64 {
+        self.tokens_of(&ClassCounts::of_str(text))
+    }
+
+    /// The weight of one character, calibrated.
+    pub fn char_tokens(&self, ch: char) -> f64 {
+        self.weights.of_char(ch) * self.multiplier
+    }
+}
+
+impl Default for Estimator {
+    fn default() -> Self {
+        Estimator::new(Weights::default(), 1.0)
     }
 }
 

@@ -1,0 +1,128 @@
+//! Strategy ② — replace old tool results with a placeholder.
+//!
+//! Above `headroom_ratio`·E, results of compactable tools (reads, searches, shell output,
+//! fetches, edits: what the agent can get again) are replaced with [`COMPACTED`], oldest
+//! first, down to the low watermark — hysteresis, so that this fires once every several
+//! calls and the prompt-cache prefix survives in between. Never compacted: results of
+//! write/create tools, pinned results, the results of the latest assistant turn (the model
+//! is acting on them), results already shorter than the placeholder.
+
+use std::collections::{HashMap, HashSet};
+
+use crate::conversation::{Block, Conversation, Role, Shape, ToolCall};
+use crate::estimate::ClassCounts;
+use crate::markers::COMPACTED;
+use crate::report::{Step, Strategy};
+use crate::step::{Measure, StepContext};
+
+/// When ② runs and how far it goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CompactMode {
+    /// Above the headroom ratio, down to the low watermark (Layer 1).
+    Watermark,
+    /// Every eligible result, whatever the estimate (recovery attempt 3).
+    All,
+}
+
+/// Applies ②. Returns the step, or `None` when nothing was compacted.
+pub fn compact_tool_results(conversation: &mut Conversation, cx: &StepContext<'_>, mode: CompactMode) -> Option<Step> {
+    let total = cx.tokens(conversation);
+    let target = match mode {
+        CompactMode::Watermark => {
+            if total <= cx.budget.share(cx.config.headroom_ratio) {
+                return None;
+            }
+            cx.budget.share(cx.config.low_watermark)
+        }
+        CompactMode::All => 0,
+    };
+    let candidates = candidates(conversation, cx);
+    if candidates.is_empty() {
+        return None;
+    }
+    let measure = Measure::before(cx, conversation);
+    let placeholder = ClassCounts::of_str(COMPACTED);
+    let placeholder_tokens = cx.estimator.tokens_of(&placeholder);
+    let mut running = total;
+    let mut affected = HashSet::new();
+    let mut compacted = 0usize;
+    for (index, block) in candidates {
+        if running <= target {
+            break;
+        }
+        let Block::ToolResult(result) = &mut conversation.messages[index].blocks_mut()[block] else {
+            continue;
+        };
+        let freed = cx.estimator.tokens_of(&ClassCounts::of_blocks(&result.content));
+        result.content = vec![Block::text(COMPACTED)];
+        result.shape = Shape::String;
+        running = running.saturating_sub(freed.saturating_sub(placeholder_tokens));
+        affected.insert(index);
+        compacted += 1;
+    }
+    if compacted == 0 {
+        return None;
+    }
+    tracing::info!(results = compacted, target, "② compacted old tool results");
+    let chars_added = COMPACTED.len() as u64 * compacted as u64;
+    Some(measure.finish(
+        cx,
+        conversation,
+        Strategy::CompactToolResults,
+        None,
+        affected.len(),
+        0,
+        chars_added,
+        target,
+        format!("{compacted} tool result(s) compacted"),
+    ))
+}
+
+/// The results ② may compact, oldest first, as (message index, block index).
+fn candidates(conversation: &Conversation, cx: &StepContext<'_>) -> Vec<(usize, usize)> {
+    let calls: HashMap<&str, &ToolCall> = conversation
+        .messages
+        .iter()
+        .flat_map(|m| m.tool_calls())
+        .map(|c| (c.id.as_str(), c))
+        .collect();
+    // The latest assistant turn: the model is acting on its results now.
+    let latest: HashSet<&str> = conversation
+        .messages
+        .iter()
+        .rev()
+        .find(|m| m.role() == Role::Assistant)
+        .map(|m| m.tool_calls().map(|c| c.id.as_str()).collect())
+        .unwrap_or_default();
+    let placeholder_chars = COMPACTED.chars().count();
+    let mut out = Vec::new();
+    for (index, message) in conversation.messages.iter().enumerate() {
+        if message.is_pinned() {
+            continue;
+        }
+        for (block_index, block) in message.blocks().iter().enumerate() {
+            let Block::ToolResult(result) = block else {
+                continue;
+            };
+            if latest.contains(result.call_id.as_str()) {
+                continue;
+            }
+            let text_chars: usize = result.content.iter().filter_map(Block::as_text).map(|t| t.chars().count()).sum();
+            let has_binary = result.content.iter().any(|b| !matches!(b, Block::Text(_)));
+            if !has_binary && text_chars <= placeholder_chars {
+                continue;
+            }
+            let compactable = match calls.get(result.call_id.as_str()) {
+                Some(call) => cx.config.tools.is_compactable(&call.name, &call.arguments),
+                None => result
+                    .tool_name
+                    .as_deref()
+                    .is_some_and(|name| cx.config.tools.is_compactable(name, &serde_json::Value::Null)),
+            };
+            if compactable {
+                out.push((index, block_index));
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,91 @@
+//! The cascade's constants (SPEC.md "Budget"), as one configurable struct, and the budget.
+
+use crate::estimate::Weights;
+use crate::remember::RememberPolicy;
+use crate::tool_names::ToolPolicy;
+
+/// Every tunable of the cascade. `Default` gives SPEC.md's values.
+#[derive(Debug, Clone)]
+pub struct CascadeConfig {
+    /// ① a single tool result may take at most this share of E.
+    pub single_tool_result_share: f64,
+    /// ② triggers when the estimate exceeds this share of E.
+    pub headroom_ratio: f64,
+    /// ② compacts down to this share of E (hysteresis).
+    pub low_watermark: f64,
+    /// shouldPreemptiveCompact: Layer 2/3 before calling when above this share of E.
+    pub preemptive_ratio: f64,
+    /// ① cuts at the last newline when it lies past this share of the cut budget.
+    pub newline_cut_ratio: f64,
+    /// ③ keeps at most this many recent messages (and at most a third of the history).
+    pub recent_messages: usize,
+    /// ④ splits summarizer input above this many characters.
+    pub chunk_threshold_chars: usize,
+    /// ④ uses at most this many chunks.
+    pub max_chunks: usize,
+    /// The retry loop makes at most this many LLM calls.
+    pub max_calls: usize,
+    /// A recovery step counts only if it frees at least this share of the estimate.
+    pub min_gain: f64,
+    /// Targets of the recovery attempts 1, 2 and 3, as shares of E.
+    pub recovery_targets: [f64; 3],
+    /// EMA smoothing factor.
+    pub ema_alpha: f64,
+    /// Observations (real / prior) are clamped to this range.
+    pub ema_clamp: (f64, f64),
+    /// Multiplier applied to estimates until the first calibration.
+    pub uncalibrated_margin: f64,
+    /// The per-class prior.
+    pub weights: Weights,
+    /// Which tool results ② may compact.
+    pub tools: ToolPolicy,
+    /// Which user messages are remember requests (pinned automatically).
+    pub remember: RememberPolicy,
+}
+
+impl Default for CascadeConfig {
+    fn default() -> Self {
+        CascadeConfig {
+            single_tool_result_share: 0.50,
+            headroom_ratio: 0.75,
+            low_watermark: 0.60,
+            preemptive_ratio: 0.90,
+            newline_cut_ratio: 0.70,
+            recent_messages: 6,
+            chunk_threshold_chars: 50_000,
+            max_chunks: 4,
+            max_calls: 5,
+            min_gain: 0.10,
+            recovery_targets: [0.75, 0.60, 0.50],
+            ema_alpha: 0.3,
+            ema_clamp: (0.25, 4.0),
+            uncalibrated_margin: 1.1,
+            weights: Weights::default(),
+            tools: ToolPolicy::default(),
+            remember: RememberPolicy::default(),
+        }
+    }
+}
+
+/// The window a request must fit: W (context window) less R (output reserve).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Budget {
+    pub window: u64,
+    pub reserve: u64,
+}
+
+impl Budget {
+    pub fn new(window: u64, reserve: u64) -> Self {
+        Budget { window, reserve }
+    }
+
+    /// E = W − R, the effective window every ratio is a share of.
+    pub fn effective(&self) -> u64 {
+        self.window.saturating_sub(self.reserve)
+    }
+
+    /// `share` of E, in tokens.
+    pub fn share(&self, share: f64) -> u64 {
+        (self.effective() as f64 * share).floor() as u64
+    }
+}

@@ -1,0 +1,78 @@
+//! The `Llm` trait the retry loop calls, and what a call can answer.
+//!
+//! The core has no HTTP and no runtime: an implementation (the `cascade-llm` clients, the
+//! proxy's upstream, a scripted test double) sends the conversation and reports what came
+//! back. The engine decides what an error means: a provider error whose body
+//! [`crate::overflow::classify`] recognises is an overflow and is recovered from; anything
+//! else goes back to the caller untouched.
+
+use crate::conversation::Conversation;
+use crate::summarizer::BoxFuture;
+
+/// A successful call: the implementation's output and the prompt tokens the provider
+/// reported (`usage.prompt_tokens`, `usage.input_tokens` + cache tokens), when it did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Completion<T> {
+    pub output: T,
+    pub prompt_tokens: Option<u64>,
+}
+
+/// Why a call failed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum LlmError {
+    /// The provider answered with an error status. `headers` are kept so that a caller (the
+    /// proxy) can pass a non-overflow error on exactly as it came.
+    #[error("provider answered HTTP {status}: {}", preview(body))]
+    Status {
+        status: u16,
+        headers: Vec<(String, String)>,
+        body: String,
+    },
+    /// The provider could not be reached, or the connection broke.
+    #[error("could not reach the provider: {0}")]
+    Transport(String),
+    /// The provider did not answer in time.
+    #[error("the provider did not answer in time")]
+    Timeout,
+}
+
+impl LlmError {
+    /// A provider error answer with no headers worth keeping.
+    pub fn status(status: u16, body: impl Into<String>) -> Self {
+        LlmError::Status {
+            status,
+            headers: Vec::new(),
+            body: body.into(),
+        }
+    }
+
+    /// The context overflow this error reports, if it is one.
+    pub fn overflow(&self) -> Option<crate::overflow::Overflow> {
+        match self {
+            LlmError::Status { status, body, .. } => crate::overflow::classify(Some(*status), body),
+            _ => None,
+        }
+    }
+}
+
+/// The first 200 characters of an error body, for messages.
+fn preview(body: &str) -> String {
+    let mut out: String = body.chars().take(200).collect();
+    if out.len() < body.len() {
+        out.push('…');
+    }
+    out
+}
+
+/// A model endpoint the retry loop can call.
+pub trait Llm: Send + Sync {
+    /// What a successful call gives back (a response body, a stream, ...).
+    type Output: Send;
+
+    /// Sends the conversation as it is (pins already honoured; the implementation writes it
+    /// with `_pin` stripped).
+    fn call<'a>(
+        &'a self,
+        conversation: &'a Conversation,
+    ) -> BoxFuture<'a, Result<Completion<Self::Output>, LlmError>>;
+}

@@ -1,0 +1,128 @@
+//! What the cascade did, as data: one [`Step`] per strategy applied.
+
+use crate::config::Budget;
+
+/// The five strategies, cheapest first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Strategy {
+    /// ① cut one oversized tool result.
+    TruncateToolResult,
+    /// ② replace old tool results with a placeholder.
+    CompactToolResults,
+    /// ③ remove the middle of the history.
+    PruneHistory,
+    /// ④ summarize the middle of the history.
+    Summarize,
+    /// ⑤ degraded summary (levels 1–3).
+    Degrade,
+}
+
+impl Strategy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Strategy::TruncateToolResult => "truncate_tool_result",
+            Strategy::CompactToolResults => "compact_tool_results",
+            Strategy::PruneHistory => "prune_history",
+            Strategy::Summarize => "summarize",
+            Strategy::Degrade => "degrade",
+        }
+    }
+}
+
+/// One strategy applied once.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Step {
+    pub strategy: Strategy,
+    /// ⑤'s level (1–3), or the recovery attempt that ran ③/④ (1–4); `None` in Layer 1.
+    pub level: Option<u8>,
+    /// Messages whose content changed or that were removed.
+    pub messages_affected: usize,
+    /// Messages removed from the conversation.
+    pub messages_removed: usize,
+    /// Messages added (notices, summaries, synthetic tool results).
+    pub messages_added: usize,
+    /// Characters of content removed (text of cut, compacted or removed content).
+    pub chars_removed: u64,
+    /// Characters added (markers, notices, summaries).
+    pub chars_added: u64,
+    pub tokens_before: u64,
+    pub tokens_after: u64,
+    pub tokens_freed: u64,
+    /// The target of the step, in tokens.
+    pub target_tokens: u64,
+    /// A short human-readable account.
+    pub detail: String,
+}
+
+/// Everything the cascade did to one conversation.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Report {
+    pub format: &'static str,
+    pub window: u64,
+    pub reserve: u64,
+    pub tokens_before: u64,
+    pub tokens_after: u64,
+    pub messages_before: usize,
+    pub messages_after: usize,
+    pub steps: Vec<Step>,
+    /// The result fits E.
+    pub fits: bool,
+    /// A step degraded (summary unavailable or partial): never a clean success.
+    pub degraded: bool,
+    /// LLM calls made by [`crate::engine::ContextManager::call`].
+    pub calls: usize,
+    /// The calibration multiplier the estimates used.
+    pub token_scale: f64,
+    /// Why it cannot fit, when it cannot.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+impl Report {
+    pub(crate) fn start(
+        format: &'static str,
+        budget: Budget,
+        tokens: u64,
+        messages: usize,
+        scale: f64,
+    ) -> Self {
+        Report {
+            format,
+            window: budget.window,
+            reserve: budget.reserve,
+            tokens_before: tokens,
+            tokens_after: tokens,
+            messages_before: messages,
+            messages_after: messages,
+            steps: Vec::new(),
+            fits: tokens <= budget.effective(),
+            degraded: false,
+            calls: 0,
+            token_scale: scale,
+            reason: None,
+        }
+    }
+
+    /// Total tokens freed by every step.
+    pub fn tokens_freed(&self) -> u64 {
+        self.tokens_before.saturating_sub(self.tokens_after)
+    }
+
+    /// `compact_tool_results=3; prune_history=1`: steps per strategy, in cascade order.
+    pub fn summary_line(&self) -> String {
+        let mut counts: Vec<(Strategy, usize)> = Vec::new();
+        for step in &self.steps {
+            match counts.iter_mut().find(|(s, _)| *s == step.strategy) {
+                Some((_, n)) => *n += step.messages_affected.max(1),
+                None => counts.push((step.strategy, step.messages_affected.max(1))),
+            }
+        }
+        counts.sort_by_key(|(s, _)| *s as u8);
+        counts
+            .iter()
+            .map(|(s, n)| format!("{}={n}", s.as_str()))
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+}

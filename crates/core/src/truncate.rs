@@ -1,0 +1,170 @@
+//! Strategy ① — cut one oversized tool result.
+//!
+//! A tool result whose estimate exceeds `single_tool_result_share`·E is cut to that budget:
+//! the head is kept, cut at the last newline when it lies past `newline_cut_ratio` of the
+//! budget, else at the budget — never inside a UTF-8 character or a grapheme — and
+//! [`TRUNCATED`] is appended. Results with several parts keep their structure: the text
+//! part that crosses the budget is cut, later text parts are dropped, other parts stay.
+//! Pinned results are never cut.
+
+use unicode_segmentation::GraphemeCursor;
+
+use crate::conversation::{Block, Conversation};
+use crate::estimate::{ClassCounts, Estimator};
+use crate::markers::TRUNCATED;
+use crate::report::{Step, Strategy};
+use crate::step::{Measure, StepContext};
+
+/// Applies ① to every oversized tool result. Returns the step, or `None` when nothing was cut.
+pub fn truncate_tool_results(conversation: &mut Conversation, cx: &StepContext<'_>) -> Option<Step> {
+    let limit = cx.budget.share(cx.config.single_tool_result_share);
+    let estimator = cx.estimator;
+    let oversized: Vec<usize> = conversation
+        .messages
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| !m.is_pinned())
+        .filter(|(_, m)| {
+            m.tool_results()
+                .any(|r| estimator.tokens_of(&ClassCounts::of_blocks(&r.content)) > limit)
+        })
+        .map(|(i, _)| i)
+        .collect();
+    if oversized.is_empty() {
+        return None;
+    }
+    let measure = Measure::before(cx, conversation);
+    let mut cut = 0usize;
+    let mut added = 0u64;
+    for &index in &oversized {
+        for block in conversation.messages[index].blocks_mut() {
+            if let Block::ToolResult(result) = block
+                && estimator.tokens_of(&ClassCounts::of_blocks(&result.content)) > limit
+                && cut_blocks(&mut result.content, limit, &estimator, cx.config.newline_cut_ratio)
+            {
+                cut += 1;
+                added += TRUNCATED.chars().count() as u64;
+            }
+        }
+    }
+    tracing::info!(results = cut, limit, "① truncated oversized tool results");
+    Some(measure.finish(
+        cx,
+        conversation,
+        Strategy::TruncateToolResult,
+        None,
+        oversized.len(),
+        0,
+        added,
+        limit,
+        format!("{cut} tool result(s) cut to {limit} tokens"),
+    ))
+}
+
+/// Cuts the text parts of a result's content to `limit` tokens in all. Returns whether
+/// anything was cut.
+fn cut_blocks(content: &mut Vec<Block>, limit: u64, estimator: &Estimator, newline_ratio: f64) -> bool {
+    let fixed: u64 = content
+        .iter()
+        .filter(|b| !matches!(b, Block::Text(_)))
+        .map(|b| estimator.tokens_of(&ClassCounts::of_blocks(std::slice::from_ref(b))))
+        .sum();
+    let marker = estimator.text_tokens(TRUNCATED);
+    // One token of slack for the rounding up of each estimate.
+    let mut budget = limit.saturating_sub(fixed + marker + 2) as f64;
+    let mut done = false;
+    let mut cut_any = false;
+    content.retain_mut(|block| {
+        let Block::Text(text) = block else {
+            return true;
+        };
+        if done {
+            cut_any = true;
+            return false;
+        }
+        match cut_point(&text.text, budget, estimator, newline_ratio) {
+            None => {
+                budget -= estimator.text_tokens(&text.text) as f64;
+                true
+            }
+            Some(at) => {
+                text.text.truncate(at);
+                text.text.push_str(TRUNCATED);
+                done = true;
+                cut_any = true;
+                true
+            }
+        }
+    });
+    cut_any
+}
+
+/// Where to cut `text` so that its head costs at most `budget` tokens: `None` if it fits.
+/// The cut lands on a grapheme boundary, moved back to the last newline when that newline
+/// lies past `newline_ratio` of the cut.
+pub fn cut_point(text: &str, budget: f64, estimator: &Estimator, newline_ratio: f64) -> Option<usize> {
+    let mut spent = 0.0;
+    let mut at = None;
+    for (index, ch) in text.char_indices() {
+        spent += estimator.char_tokens(ch);
+        if spent > budget {
+            at = Some(index);
+            break;
+        }
+    }
+    let at = at?;
+    let at = grapheme_floor(text, at);
+    match text[..at].rfind('\n') {
+        Some(newline) if newline as f64 >= newline_ratio * at as f64 => Some(newline),
+        _ => Some(at),
+    }
+}
+
+/// The last grapheme boundary at or before `at` (a char boundary).
+fn grapheme_floor(text: &str, at: usize) -> usize {
+    let mut cursor = GraphemeCursor::new(at, text.len(), true);
+    match cursor.is_boundary(text, 0) {
+        Ok(true) => at,
+        _ => cursor.prev_boundary(text, 0).ok().flatten().unwrap_or(0),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fitting_text_is_not_cut() {
+        let e = Estimator::default();
+        assert_eq!(cut_point("short", 100.0, &e, 0.7), None);
+    }
+
+    #[test]
+    fn cuts_at_a_late_newline() {
+        let e = Estimator::default();
+        let text = format!("{}\n{}", "a".repeat(90), "b".repeat(100));
+        // 0.23 per letter: a budget of 23 tokens covers 100 chars; the newline at 90 is past 70%.
+        assert_eq!(cut_point(&text, 23.0, &e, 0.7), Some(90));
+    }
+
+    #[test]
+    fn ignores_an_early_newline() {
+        let e = Estimator::default();
+        let text = format!("{}\n{}", "a".repeat(10), "b".repeat(200));
+        let at = cut_point(&text, 23.0, &e, 0.7).unwrap();
+        assert!(at > 50, "{at}");
+    }
+
+    #[test]
+    fn never_splits_a_grapheme() {
+        let e = Estimator::default();
+        // family emoji: several code points joined by ZWJ
+        let text = "👨‍👩‍👧‍👦".repeat(20);
+        for budget in 1..40 {
+            if let Some(at) = cut_point(&text, budget as f64, &e, 0.7) {
+                assert!(text.is_char_boundary(at));
+                assert_eq!(at % "👨‍👩‍👧‍👦".len(), 0, "cut inside a grapheme at {at}");
+            }
+        }
+    }
+}

@@ -1,0 +1,1 @@
+//! HTTP clients and the LLM-backed summarizer (being written).

@@ -1,0 +1,1 @@
+//! The transparent HTTP proxy (being written).
