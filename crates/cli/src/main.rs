@@ -1,1 +1,80 @@
-fn main() {}
+//! `cascade`: keep long LLM agent conversations inside the model's context window.
+//!
+//! Exit codes: 0 success; 1 the conversation cannot fit the window (`compact`); 2 bad
+//! input or usage, reported as one line on stderr (`cascade: <file>: <JSON path>: <what was
+//! expected>`).
+
+mod breakdown;
+mod chart;
+mod commands;
+mod error;
+mod input;
+mod table;
+mod window;
+
+use std::io::IsTerminal;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use crate::commands::{classify, inspect, models};
+use crate::error::CliError;
+
+/// Keep long LLM agent conversations inside the model's context window.
+#[derive(Debug, Parser)]
+#[command(name = "cascade", version, about, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Show where the tokens of a request go: by role, by tool, the largest messages.
+    Inspect(inspect::InspectArgs),
+    /// List the model catalog (context windows, token scales).
+    Models(models::ModelsArgs),
+    /// Tell whether a provider's error body is a context-window overflow (one JSON line).
+    Classify(classify::ClassifyArgs),
+}
+
+fn main() -> ExitCode {
+    init_tracing();
+    let cli = Cli::parse();
+    let result = match &cli.command {
+        Command::Inspect(args) => inspect::run(args),
+        Command::Models(args) => models::run(args),
+        Command::Classify(args) => classify::run(args),
+    };
+    finish(result)
+}
+
+/// Maps a command's outcome to the exit code, printing a failure as one line.
+fn finish(result: Result<(), CliError>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("cascade: {}", one_line(&error.to_string()));
+            error.exit_code()
+        }
+    }
+}
+
+/// Error texts quoted from elsewhere (serde, the OS) could hold a newline: keep one line.
+fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Logs to stderr: warnings by default, `RUST_LOG` when set; no timestamps (a CLI's
+/// messages are read by people, next to their own output).
+fn init_tracing() {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_target(false)
+        .without_time()
+        .init();
+}

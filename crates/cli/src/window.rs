@@ -1,0 +1,81 @@
+//! Which window a command works against: `--window`, else the catalog entry of `--model`
+//! or of the body's `model`, else the catalog's default (with a warning).
+
+use context_cascade::Conversation;
+use context_cascade::catalog::{Catalog, DEFAULT_CONTEXT_WINDOW, MatchKind};
+use context_cascade::config::Budget;
+
+/// The window flags shared by `inspect`, `compact` and `replay`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct WindowArgs {
+    /// Context window in tokens (takes precedence over the catalog).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub window: Option<u64>,
+    /// Model id to look up in the catalog (default: the body's "model").
+    #[arg(long, value_name = "ID")]
+    pub model: Option<String>,
+    /// Output reserve in tokens (default: the body's max_tokens / max_completion_tokens).
+    #[arg(long, value_name = "N")]
+    pub reserve: Option<u64>,
+}
+
+/// The window in force and where it came from.
+#[derive(Debug, Clone)]
+pub struct Resolved {
+    pub budget: Budget,
+    /// The model the window (and the starting token scale) was looked up for.
+    pub model: Option<String>,
+    /// The catalog's starting token scale for that model, if any.
+    pub token_scale: Option<f64>,
+    /// "--window", "catalog: gpt-4o (exact)", "default" ...: shown by `inspect`.
+    pub source: String,
+}
+
+impl WindowArgs {
+    /// Resolves the budget for `conversation`.
+    pub fn resolve(&self, conversation: &Conversation) -> Resolved {
+        let model = self
+            .model
+            .clone()
+            .or_else(|| conversation.model().map(str::to_owned));
+        let catalog = Catalog::builtin();
+        let lookup = model.as_deref().map(|m| catalog.lookup(m));
+        let (window, source) = match (self.window, &lookup) {
+            (Some(w), _) => (w, "--window".to_owned()),
+            (None, Some(l)) => match (&l.matched, &l.entry_id) {
+                (MatchKind::Default, _) | (_, None) => (l.context_window, "default".to_owned()),
+                (kind, Some(id)) => {
+                    let kind = if *kind == MatchKind::Exact {
+                        "exact"
+                    } else {
+                        "prefix"
+                    };
+                    (l.context_window, format!("catalog: {id} ({kind})"))
+                }
+            },
+            (None, None) => {
+                let window = DEFAULT_CONTEXT_WINDOW;
+                tracing::warn!(
+                    "no --window, --model or \"model\" in the body: assuming {window} tokens of context"
+                );
+                (window, "default".to_owned())
+            }
+        };
+        let reserve = self
+            .reserve
+            .unwrap_or_else(|| conversation.output_reserve());
+        if reserve >= window {
+            tracing::warn!(
+                reserve,
+                window,
+                "the output reserve leaves no room for input"
+            );
+        }
+        Resolved {
+            budget: Budget::new(window, reserve),
+            model,
+            token_scale: lookup.and_then(|l| l.token_scale),
+            source,
+        }
+    }
+}
