@@ -72,6 +72,8 @@ pub struct Report {
     pub degraded: bool,
     /// LLM calls made by [`crate::engine::ContextManager::call`].
     pub calls: usize,
+    /// Of those calls, how many the provider refused as a context overflow.
+    pub overflows: usize,
     /// The calibration multiplier the estimates used.
     pub token_scale: f64,
     /// Why it cannot fit, when it cannot.
@@ -99,9 +101,30 @@ impl Report {
             fits: tokens <= budget.effective(),
             degraded: false,
             calls: 0,
+            overflows: 0,
             token_scale: scale,
             reason: None,
         }
+    }
+
+    /// Records the final state: sizes after the steps, whether it fits, whether any step
+    /// degraded.
+    pub(crate) fn finish(&mut self, tokens: u64, messages: usize, budget: Budget) {
+        self.window = budget.window;
+        self.tokens_after = tokens;
+        self.messages_after = messages;
+        self.fits = tokens <= budget.effective();
+        self.degraded = self.steps.iter().any(|s| s.strategy == Strategy::Degrade);
+    }
+
+    /// Characters removed by every step, in all.
+    pub fn chars_removed(&self) -> u64 {
+        self.steps.iter().map(|s| s.chars_removed).sum()
+    }
+
+    /// Messages removed by every step, in all.
+    pub fn messages_removed(&self) -> usize {
+        self.steps.iter().map(|s| s.messages_removed).sum()
     }
 
     /// Total tokens freed by every step.
