@@ -1,1 +1,35 @@
-//! HTTP clients and the LLM-backed summarizer (being written).
+//! # cascade-llm
+//!
+//! HTTP clients for the two wire protocols the cascade speaks — OpenAI-compatible Chat
+//! Completions and Anthropic Messages — with and without streaming, the core's
+//! [`context_cascade::llm::Llm`] trait on top of them, and [`LlmSummarizer`], the
+//! LLM-backed summarizer of strategy ④.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use cascade_llm::{ChatClient, ClientConfig, LlmSummarizer, Provider};
+//! let client = ChatClient::new(
+//!     ClientConfig::new(Provider::OpenAi, "http://127.0.0.1:8080").model("qwen3-8b"),
+//! )?;
+//! let answer = client
+//!     .complete(serde_json::json!({"messages": [{"role": "user", "content": "hi"}]}))
+//!     .await?;
+//! println!("{} prompt tokens", answer.prompt_tokens.unwrap_or(0));
+//! let summarizer = LlmSummarizer::new(client);
+//! # let _ = summarizer;
+//! # Ok(()) }
+//! ```
+
+pub mod client;
+pub mod error;
+pub mod provider;
+pub mod stream;
+pub mod summarizer;
+
+pub use client::{ChatClient, ClientConfig};
+pub use error::ClientError;
+pub use provider::{
+    Provider, is_truncated, response_text, usage_from_response, usage_from_sse_event,
+};
+pub use stream::{SseEvent, SseStream, UsageProbe, UsageScanner};
+pub use summarizer::{LlmSummarizer, SummarizerPolicy};

@@ -1,0 +1,226 @@
+//! The two wire protocols a [`crate::ChatClient`] speaks, and how to read their answers:
+//! usage, the generated text, and whether the output was cut off by a length limit.
+
+use std::fmt;
+use std::str::FromStr;
+
+use context_cascade::Format;
+use serde_json::Value;
+
+use crate::error::ClientError;
+
+/// The API protocol of an endpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Provider {
+    /// OpenAI-compatible Chat Completions (`POST /v1/chat/completions`): OpenAI, vLLM,
+    /// llama.cpp, Ollama, LM Studio, OpenRouter, ...
+    OpenAi,
+    /// Anthropic Messages (`POST /v1/messages`).
+    Anthropic,
+}
+
+impl Provider {
+    /// `"openai"` or `"anthropic"` (used in summarizer identities and logs).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Provider::OpenAi => "openai",
+            Provider::Anthropic => "anthropic",
+        }
+    }
+
+    /// The route under `/v1` that takes a conversation.
+    pub fn route(self) -> &'static str {
+        match self {
+            Provider::OpenAi => "chat/completions",
+            Provider::Anthropic => "messages",
+        }
+    }
+
+    /// The protocol that carries a conversation of this format (a bare message array is
+    /// OpenAI-style).
+    pub fn for_format(format: Format) -> Provider {
+        match format {
+            Format::Anthropic => Provider::Anthropic,
+            Format::OpenAi | Format::Bare => Provider::OpenAi,
+        }
+    }
+}
+
+impl fmt::Display for Provider {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Provider {
+    type Err = ClientError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "openai" | "open-ai" | "chat" | "chat-completions" => Ok(Provider::OpenAi),
+            "anthropic" | "messages" => Ok(Provider::Anthropic),
+            other => Err(ClientError::UnknownProvider(other.to_owned())),
+        }
+    }
+}
+
+/// Prompt tokens reported in a non-streaming response body: OpenAI `usage.prompt_tokens`;
+/// Anthropic `usage.input_tokens + cache_read_input_tokens + cache_creation_input_tokens`
+/// (cached tokens occupy the window too).
+pub fn usage_from_response(provider: Provider, body: &Value) -> Option<u64> {
+    prompt_tokens_of_usage(provider, body.get("usage")?)
+}
+
+/// Prompt tokens reported by one SSE event's `data`, if it carries any: an OpenAI chunk with
+/// a non-null `usage` (the final chunk when `stream_options.include_usage` is set); Anthropic
+/// `message_start` (`message.usage`) or a `message_delta` whose `usage` has input counts.
+/// Cheap on events without usage (no JSON parse unless the text mentions it), so a proxy can
+/// call it on every event it passes through.
+pub fn usage_from_sse_event(provider: Provider, data: &str) -> Option<u64> {
+    if !data.contains("usage") {
+        return None;
+    }
+    let value: Value = serde_json::from_str(data.trim()).ok()?;
+    match provider {
+        Provider::OpenAi => prompt_tokens_of_usage(provider, value.get("usage")?),
+        Provider::Anthropic => {
+            let usage = match value.get("type").and_then(Value::as_str) {
+                Some("message_start") => value.get("message")?.get("usage")?,
+                _ => value.get("usage")?,
+            };
+            prompt_tokens_of_usage(provider, usage)
+        }
+    }
+}
+
+fn prompt_tokens_of_usage(provider: Provider, usage: &Value) -> Option<u64> {
+    match provider {
+        Provider::OpenAi => usage.get("prompt_tokens").and_then(Value::as_u64),
+        Provider::Anthropic => {
+            // A message_delta often carries only output_tokens: no prompt count then.
+            let input = usage.get("input_tokens").and_then(Value::as_u64)?;
+            let cached = ["cache_read_input_tokens", "cache_creation_input_tokens"]
+                .iter()
+                .filter_map(|k| usage.get(*k).and_then(Value::as_u64))
+                .sum::<u64>();
+            Some(input + cached)
+        }
+    }
+}
+
+/// The generated text of a non-streaming response: OpenAI `choices[0].message.content`
+/// (a string or text parts); Anthropic the `text` blocks of `content`, joined. `None` when
+/// the body has no such field.
+pub fn response_text(provider: Provider, body: &Value) -> Option<String> {
+    match provider {
+        Provider::OpenAi => {
+            let content = body
+                .get("choices")?
+                .get(0)?
+                .get("message")?
+                .get("content")?;
+            match content {
+                Value::String(s) => Some(s.clone()),
+                Value::Array(parts) => Some(join_text_parts(parts)),
+                Value::Null => Some(String::new()),
+                _ => None,
+            }
+        }
+        Provider::Anthropic => match body.get("content")? {
+            Value::Array(blocks) => Some(join_text_parts(blocks)),
+            Value::String(s) => Some(s.clone()),
+            _ => None,
+        },
+    }
+}
+
+fn join_text_parts(parts: &[Value]) -> String {
+    parts
+        .iter()
+        .filter(|p| p.get("type").and_then(Value::as_str).unwrap_or("text") == "text")
+        .filter_map(|p| p.get("text").and_then(Value::as_str))
+        .collect::<Vec<_>>()
+        .join("")
+}
+
+/// Whether the output was cut off by the output length limit: OpenAI
+/// `finish_reason == "length"`, Anthropic `stop_reason == "max_tokens"`.
+pub fn is_truncated(provider: Provider, body: &Value) -> bool {
+    match provider {
+        Provider::OpenAi => {
+            body.get("choices")
+                .and_then(|c| c.get(0))
+                .and_then(|c| c.get("finish_reason"))
+                .and_then(Value::as_str)
+                == Some("length")
+        }
+        Provider::Anthropic => {
+            body.get("stop_reason").and_then(Value::as_str) == Some("max_tokens")
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn usage_is_read_from_both_response_shapes() {
+        let openai = json!({"usage": {"prompt_tokens": 812, "completion_tokens": 3}});
+        assert_eq!(usage_from_response(Provider::OpenAi, &openai), Some(812));
+        let anthropic = json!({"usage": {"input_tokens": 10, "cache_read_input_tokens": 500,
+            "cache_creation_input_tokens": 90, "output_tokens": 7}});
+        assert_eq!(
+            usage_from_response(Provider::Anthropic, &anthropic),
+            Some(600)
+        );
+        assert_eq!(usage_from_response(Provider::OpenAi, &json!({})), None);
+    }
+
+    #[test]
+    fn usage_is_read_from_stream_events() {
+        let chunk = r#"{"choices":[],"usage":{"prompt_tokens":42,"completion_tokens":2}}"#;
+        assert_eq!(usage_from_sse_event(Provider::OpenAi, chunk), Some(42));
+        let no_usage = r#"{"choices":[{"delta":{"content":"hi"}}],"usage":null}"#;
+        assert_eq!(usage_from_sse_event(Provider::OpenAi, no_usage), None);
+        assert_eq!(usage_from_sse_event(Provider::OpenAi, "[DONE]"), None);
+        let start = r#"{"type":"message_start","message":{"usage":{"input_tokens":30,"cache_read_input_tokens":5}}}"#;
+        assert_eq!(usage_from_sse_event(Provider::Anthropic, start), Some(35));
+        let delta = r#"{"type":"message_delta","usage":{"output_tokens":9}}"#;
+        assert_eq!(usage_from_sse_event(Provider::Anthropic, delta), None);
+        let delta_in = r#"{"type":"message_delta","usage":{"input_tokens":31,"output_tokens":9}}"#;
+        assert_eq!(
+            usage_from_sse_event(Provider::Anthropic, delta_in),
+            Some(31)
+        );
+    }
+
+    #[test]
+    fn text_and_truncation_are_read() {
+        let openai =
+            json!({"choices": [{"message": {"content": "abc"}, "finish_reason": "length"}]});
+        assert_eq!(
+            response_text(Provider::OpenAi, &openai).as_deref(),
+            Some("abc")
+        );
+        assert!(is_truncated(Provider::OpenAi, &openai));
+        let anthropic = json!({"content": [{"type": "text", "text": "a"}, {"type": "tool_use"},
+            {"type": "text", "text": "b"}], "stop_reason": "end_turn"});
+        assert_eq!(
+            response_text(Provider::Anthropic, &anthropic).as_deref(),
+            Some("ab")
+        );
+        assert!(!is_truncated(Provider::Anthropic, &anthropic));
+    }
+
+    #[test]
+    fn provider_names_parse() {
+        assert_eq!("OpenAI".parse::<Provider>().ok(), Some(Provider::OpenAi));
+        assert_eq!(
+            "anthropic".parse::<Provider>().ok(),
+            Some(Provider::Anthropic)
+        );
+        assert!("gemini".parse::<Provider>().is_err());
+    }
+}
