@@ -9,7 +9,9 @@ mod chart;
 mod commands;
 mod error;
 mod input;
+mod plot;
 mod table;
+mod timeline;
 mod window;
 
 use std::io::IsTerminal;
@@ -17,7 +19,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use crate::commands::{classify, inspect, models};
+use crate::commands::{classify, compact, inspect, models, replay};
 use crate::error::CliError;
 
 /// Keep long LLM agent conversations inside the model's context window.
@@ -34,6 +36,10 @@ enum Command {
     Inspect(inspect::InspectArgs),
     /// List the model catalog (context windows, token scales).
     Models(models::ModelsArgs),
+    /// Compact a request to fit the window; writes it in the same format.
+    Compact(compact::CompactArgs),
+    /// Replay a transcript as an agent loop: context size and strategies, call by call.
+    Replay(replay::ReplayArgs),
     /// Tell whether a provider's error body is a context-window overflow (one JSON line).
     Classify(classify::ClassifyArgs),
 }
@@ -45,6 +51,8 @@ fn main() -> ExitCode {
         Command::Inspect(args) => inspect::run(args),
         Command::Models(args) => models::run(args),
         Command::Classify(args) => classify::run(args),
+        Command::Compact(args) => compact::run(args),
+        Command::Replay(args) => replay::run(args),
     };
     finish(result)
 }

@@ -2,8 +2,10 @@
 //! command's outcome.
 
 pub mod classify;
+pub mod compact;
 pub mod inspect;
 pub mod models;
+pub mod replay;
 
 use context_cascade::Format;
 
@@ -24,6 +26,28 @@ impl From<FormatArg> for Format {
             FormatArg::Openai => Format::OpenAi,
             FormatArg::Anthropic => Format::Anthropic,
             FormatArg::Bare => Format::Bare,
+        }
+    }
+}
+
+/// `--summarizer`: who writes the summaries of strategy ④. Only the built-in offline
+/// summarizer for now; endpoint URLs come with the LLM client crate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum SummarizerArg {
+    /// Deterministic extractive summary, no network.
+    #[default]
+    Offline,
+}
+
+impl SummarizerArg {
+    /// Gives `manager` this summarizer.
+    pub fn install(
+        self,
+        manager: context_cascade::ContextManager,
+    ) -> context_cascade::ContextManager {
+        match self {
+            // ContextManager::new already holds the offline summarizer.
+            SummarizerArg::Offline => manager,
         }
     }
 }

@@ -1,0 +1,111 @@
+//! `cascade compact`: writes the request compacted to fit the window, in its own format.
+
+use std::path::PathBuf;
+
+use context_cascade::format::{self, WriteOptions};
+use context_cascade::{CascadeConfig, ContextManager, Report};
+
+use crate::commands::{FormatArg, SummarizerArg};
+use crate::error::CliError;
+use crate::table::thousands;
+use crate::window::WindowArgs;
+
+/// Flags of `cascade compact`.
+#[derive(Debug, clap::Args)]
+pub struct CompactArgs {
+    /// The request body (OpenAI, Anthropic or a bare message array); `-` or nothing for stdin.
+    pub file: Option<PathBuf>,
+    #[command(flatten)]
+    pub window: WindowArgs,
+    /// Force the input format instead of detecting it.
+    #[arg(long, value_enum)]
+    pub format: Option<FormatArg>,
+    /// Who writes the summaries of strategy ④.
+    #[arg(long, value_enum, default_value_t = SummarizerArg::Offline)]
+    pub summarizer: SummarizerArg,
+    /// Write the JSON report (every step, tokens before and after, fits) to this file.
+    #[arg(long, value_name = "FILE")]
+    pub report: Option<PathBuf>,
+    /// Write the compacted request here instead of stdout.
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Indent the output JSON.
+    #[arg(long)]
+    pub pretty: bool,
+}
+
+/// Compacts, writes the request and the report; `CannotFit` when even the irreducible part
+/// (system, first user message, pins, current message) exceeds the window.
+pub fn run(args: &CompactArgs) -> Result<(), CliError> {
+    let (_name, mut conversation) =
+        crate::input::read_conversation(args.file.as_deref(), args.format.map(Into::into))?;
+    let budget = args.window.resolve(&conversation).budget;
+    let manager = args
+        .summarizer
+        .install(ContextManager::new(CascadeConfig::default()));
+    let report = pollster::block_on(manager.compact_with_summary(&mut conversation, budget));
+
+    let output_name = output_name(args.output.as_ref());
+    let options = WriteOptions {
+        strip_pins: true,
+        pretty: args.pretty,
+    };
+    let mut body =
+        format::to_vec(&conversation, options).map_err(|e| CliError::write(&output_name, e))?;
+    body.push(b'\n');
+    crate::input::write(args.output.as_ref(), &body)?;
+    if let Some(path) = &args.report {
+        let mut json = serde_json::to_vec_pretty(&report)
+            .map_err(|e| CliError::write(path.display().to_string(), e))?;
+        json.push(b'\n');
+        crate::input::write(Some(path), &json)?;
+    }
+    eprintln!("cascade: {}", summary_line(&report));
+    if report.fits {
+        Ok(())
+    } else {
+        let reason = report.reason.clone().unwrap_or_else(|| {
+            format!(
+                "{} tokens remain, over the effective window of {}",
+                thousands(report.tokens_after),
+                thousands(report.window.saturating_sub(report.reserve))
+            )
+        });
+        Err(CliError::CannotFit { reason })
+    }
+}
+
+fn output_name(output: Option<&PathBuf>) -> String {
+    match output {
+        Some(p) if p.as_os_str() != "-" => p.display().to_string(),
+        _ => "<stdout>".to_owned(),
+    }
+}
+
+/// `191,257 → 24,310 tokens (293 → 41 messages; window 32,000, reserve 0); 3 steps: ...`
+pub fn summary_line(report: &Report) -> String {
+    let steps = if report.steps.is_empty() {
+        "no step needed".to_owned()
+    } else {
+        format!(
+            "{} step{}: {}",
+            report.steps.len(),
+            if report.steps.len() == 1 { "" } else { "s" },
+            report.summary_line()
+        )
+    };
+    let verdict = match (report.fits, report.degraded) {
+        (true, false) => "fits",
+        (true, true) => "fits (degraded: summary unavailable or partial)",
+        (false, _) => "does not fit",
+    };
+    format!(
+        "{} → {} tokens ({} → {} messages; window {}, reserve {}); {steps}; {verdict}",
+        thousands(report.tokens_before),
+        thousands(report.tokens_after),
+        report.messages_before,
+        report.messages_after,
+        thousands(report.window),
+        thousands(report.reserve),
+    )
+}
