@@ -25,7 +25,7 @@ pub mod discovery;
 pub mod error;
 pub mod memory;
 pub mod metrics;
-// pub mod server;
+pub mod server;
 pub mod stability;
 pub mod store;
 pub mod stream;
@@ -34,4 +34,4 @@ pub mod upstream;
 
 pub use config::{ProxyConfig, SummarizerChoice};
 pub use error::ProxyError;
-// pub use server::{AppState, REPORT_HEADER, router, serve};
+pub use server::{AppState, REPORT_HEADER, router, serve};

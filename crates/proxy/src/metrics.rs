@@ -68,12 +68,7 @@ impl Metrics {
             }
             c.tokens_saved += report.tokens_freed();
             c.upstream_calls += report.calls as u64;
-            // Every call but a successful last one answered "overflow".
-            let overflows = if exhausted {
-                report.calls
-            } else {
-                report.calls.saturating_sub(1)
-            };
+            let overflows = report.overflows;
             c.overflow_errors += overflows as u64;
             if recovered && overflows > 0 {
                 c.overflow_recoveries += 1;

@@ -14,13 +14,13 @@ use bytes::Bytes;
 use context_cascade::calibrate::Calibration;
 use context_cascade::catalog::Catalog;
 use context_cascade::config::{Budget, CascadeConfig};
-use context_cascade::engine::{CallError, ContextManager};
 use context_cascade::format::parse_value;
 use context_cascade::llm::LlmError;
 use context_cascade::offline::OfflineSummarizer;
 use context_cascade::report::Report;
 use context_cascade::summarizer::Summarizer;
 use context_cascade::tool_names::ToolPolicy;
+use context_cascade::{CallError, ContextManager};
 use context_cascade::{Conversation, Format};
 use futures::StreamExt;
 use serde_json::Value;
@@ -145,7 +145,10 @@ pub fn router(state: Arc<AppState>) -> Router {
 }
 
 /// Serves on `listener` until Ctrl-C.
-pub async fn serve(config: ProxyConfig, listener: tokio::net::TcpListener) -> Result<(), ProxyError> {
+pub async fn serve(
+    config: ProxyConfig,
+    listener: tokio::net::TcpListener,
+) -> Result<(), ProxyError> {
     let state = AppState::new(config)?;
     if let Ok(address) = listener.local_addr() {
         tracing::info!(%address, upstream = %state.config.upstream_base(), "context-cascade proxy listening");
@@ -170,13 +173,17 @@ async fn metrics(State(state): State<Arc<AppState>>) -> Response {
 
 async fn openai(State(state): State<Arc<AppState>>, request: Request) -> Response {
     let response = cascade(&state, Format::OpenAi, request).await;
-    state.metrics.request("/v1/chat/completions", response.status().as_u16());
+    state
+        .metrics
+        .request("/v1/chat/completions", response.status().as_u16());
     response
 }
 
 async fn anthropic(State(state): State<Arc<AppState>>, request: Request) -> Response {
     let response = cascade(&state, Format::Anthropic, request).await;
-    state.metrics.request("/v1/messages", response.status().as_u16());
+    state
+        .metrics
+        .request("/v1/messages", response.status().as_u16());
     response
 }
 
@@ -229,11 +236,16 @@ async fn cascade(state: &Arc<AppState>, format: Format, request: Request) -> Res
     let bytes = match read_body(&parts.headers, body, limit).await {
         Ok(bytes) => bytes,
         Err(ErrorKind::TooLarge) => {
-            let message = format!("context-cascade: request body exceeds the proxy's limit of {limit} bytes");
+            let message =
+                format!("context-cascade: request body exceeds the proxy's limit of {limit} bytes");
             return error_response(format, ErrorKind::TooLarge, &message);
         }
         Err(kind) => {
-            return error_response(format, kind, "context-cascade: could not read the request body");
+            return error_response(
+                format,
+                kind,
+                "context-cascade: could not read the request body",
+            );
         }
     };
     let mut body: Value = match serde_json::from_slice(&bytes) {
@@ -247,7 +259,11 @@ async fn cascade(state: &Arc<AppState>, format: Format, request: Request) -> Res
             return error_response(format, ErrorKind::InvalidRequest, &message);
         }
     };
-    let model = body.get("model").and_then(Value::as_str).unwrap_or("").to_owned();
+    let model = body
+        .get("model")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_owned();
     let stream = body.get("stream").and_then(Value::as_bool) == Some(true);
     let key = memory::conversation_key(&parts.headers, &body, format);
     remember(state, &key, &mut body, format);
@@ -256,7 +272,10 @@ async fn cascade(state: &Arc<AppState>, format: Format, request: Request) -> Res
     let mut conversation = match parse_value(body, Some(format)) {
         Ok(conversation) => conversation,
         Err(e) => {
-            let message = format!("context-cascade: invalid request at {}: {}", e.path, e.problem);
+            let message = format!(
+                "context-cascade: invalid request at {}: {}",
+                e.path, e.problem
+            );
             return error_response(format, ErrorKind::InvalidRequest, &message);
         }
     };
@@ -267,11 +286,20 @@ async fn cascade(state: &Arc<AppState>, format: Format, request: Request) -> Res
 
     let headers = forwarded_headers(&parts.headers, true);
     let (window, source) = (state.windows)
-        .resolve(&state.config, &state.catalog, &state.client, &headers, &model)
+        .resolve(
+            &state.config,
+            &state.catalog,
+            &state.client,
+            &headers,
+            &model,
+        )
         .await;
     state.metrics.window_source(source.as_str());
     let budget = Budget::new(window, conversation.output_reserve());
-    let path = parts.uri.path_and_query().map_or(parts.uri.path(), |p| p.as_str());
+    let path = parts
+        .uri
+        .path_and_query()
+        .map_or(parts.uri.path(), |p| p.as_str());
     let call = UpstreamCall {
         client: &state.client,
         url: format!("{}{path}", state.config.upstream_base()),
@@ -339,7 +367,12 @@ fn remember(state: &AppState, key: &str, body: &mut Value, format: Format) {
 }
 
 /// The client's answer for a successful upstream call.
-fn success(state: &Arc<AppState>, output: UpstreamOutput, sent: &Conversation, model: String) -> Response {
+fn success(
+    state: &Arc<AppState>,
+    output: UpstreamOutput,
+    sent: &Conversation,
+    model: String,
+) -> Response {
     match output {
         UpstreamOutput::Full {
             status,

@@ -1,0 +1,94 @@
+//! Test harness: a scripted upstream and a proxy in front of it, both on 127.0.0.1:0.
+
+#![allow(dead_code)]
+
+pub mod scripted;
+
+use std::sync::Arc;
+
+use cascade_proxy::config::IN_MEMORY_DB;
+use cascade_proxy::{AppState, ProxyConfig, router};
+use serde_json::{Value, json};
+
+pub use scripted::{OpenAiFlavor, Script};
+
+pub struct Harness {
+    pub script: Arc<Script>,
+    pub upstream: String,
+    pub proxy: String,
+    pub state: Arc<AppState>,
+    pub client: reqwest::Client,
+}
+
+/// Starts the scripted upstream and a proxy in front of it. `configure` adjusts the proxy's
+/// config (window, db path, ...); by default the database is in memory, discovery is off.
+pub async fn start(script: Script, configure: impl FnOnce(&mut ProxyConfig)) -> Harness {
+    let script = Arc::new(script);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let upstream = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(scripted::serve(script.clone(), listener));
+    let mut config = ProxyConfig::new(upstream.clone());
+    config.db_path = IN_MEMORY_DB.into();
+    config.discover = false;
+    configure(&mut config);
+    let (proxy, state) = start_proxy(config).await;
+    Harness {
+        script,
+        upstream,
+        proxy,
+        state,
+        client: reqwest::Client::new(),
+    }
+}
+
+/// Starts a proxy with `config`; returns its base URL and state.
+pub async fn start_proxy(config: ProxyConfig) -> (String, Arc<AppState>) {
+    let state = AppState::new(config).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let proxy = format!("http://{}", listener.local_addr().unwrap());
+    let app = router(state.clone());
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    (proxy, state)
+}
+
+/// A prose sentence of about `chars` characters, numbered so that messages differ.
+pub fn prose(n: usize, chars: usize) -> String {
+    let base = format!(
+        "Message {n}: the build of module {n} failed because the parser rejected an input. "
+    );
+    base.repeat(chars / base.len() + 1)[..chars].to_string()
+}
+
+/// An OpenAI-style history of `turns` user/assistant pairs, `chars` each, then a last user
+/// message.
+pub fn history(turns: usize, chars: usize, last: &str) -> Vec<Value> {
+    let mut messages =
+        vec![json!({"role": "system", "content": "You are a careful coding agent."})];
+    for i in 0..turns {
+        messages.push(json!({"role": "user", "content": prose(2 * i, chars)}));
+        messages.push(json!({"role": "assistant", "content": prose(2 * i + 1, chars)}));
+    }
+    messages.push(json!({"role": "user", "content": last}));
+    messages
+}
+
+/// The same history as an Anthropic body's `system` and `messages`.
+pub fn anthropic_body(model: &str, messages: &[Value], stream: bool) -> Value {
+    let system = messages[0]["content"].clone();
+    json!({"model": model, "max_tokens": 256, "system": system,
+           "messages": messages[1..].to_vec(), "stream": stream})
+}
+
+/// Fetches `/metrics` from the proxy.
+pub async fn metrics_text(h: &Harness) -> String {
+    h.client
+        .get(format!("{}/metrics", h.proxy))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+}

@@ -1,0 +1,333 @@
+//! A scripted upstream for tests and the SDK check: an OpenAI- and Anthropic-compatible
+//! server on loopback that enforces a context limit with the bodies real providers send,
+//! answers with usage (streaming or not), records every request it sees, and can be told
+//! to answer the next requests with a canned error.
+//!
+//! It counts a request's prompt as its body bytes divided by `bytes_per_token`, which is
+//! deliberately not the proxy's estimator.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde_json::{Value, json};
+
+/// Which overflow body the OpenAI route sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[allow(dead_code)]
+pub enum OpenAiFlavor {
+    /// OpenAI's `context_length_exceeded`.
+    OpenAi,
+    /// llama.cpp's `exceed_context_size_error`.
+    LlamaCpp,
+}
+
+/// One request the upstream received.
+#[derive(Debug, Clone)]
+#[allow(dead_code)]
+pub struct Seen {
+    pub path: String,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+    /// The answer's status.
+    pub status: u16,
+}
+
+/// A canned answer: status, JSON body, extra headers.
+pub type Canned = (u16, String, Vec<(String, String)>);
+
+/// What the upstream does, and what it saw.
+pub struct Script {
+    /// The context limit it enforces, in its own tokens.
+    pub limit: u64,
+    pub bytes_per_token: f64,
+    pub flavor: OpenAiFlavor,
+    /// Whether answers carry `usage` (without it the proxy's calibration stays put).
+    pub report_usage: bool,
+    /// Reported by `GET /props` (llama.cpp discovery) when set.
+    pub n_ctx: Option<u64>,
+    /// Canned answers for the next requests: (status, JSON body, extra headers).
+    pub canned: Mutex<VecDeque<Canned>>,
+    pub seen: Mutex<Vec<Seen>>,
+}
+
+impl Script {
+    #[allow(dead_code)]
+    pub fn new(limit: u64) -> Self {
+        Script {
+            limit,
+            bytes_per_token: 3.0,
+            flavor: OpenAiFlavor::OpenAi,
+            report_usage: true,
+            n_ctx: None,
+            canned: Mutex::new(VecDeque::new()),
+            seen: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Every request seen so far.
+    #[allow(dead_code)]
+    pub fn seen(&self) -> Vec<Seen> {
+        self.seen.lock().unwrap().clone()
+    }
+
+    /// Answers the next request with this error.
+    #[allow(dead_code)]
+    pub fn push_error(&self, status: u16, body: &str, headers: &[(&str, &str)]) {
+        let headers = headers
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        self.canned
+            .lock()
+            .unwrap()
+            .push_back((status, body.to_string(), headers));
+    }
+
+    fn tokens(&self, body: &[u8]) -> u64 {
+        (body.len() as f64 / self.bytes_per_token).ceil() as u64
+    }
+}
+
+/// The router of the scripted upstream.
+pub fn router(script: Arc<Script>) -> Router {
+    Router::new()
+        .route("/v1/chat/completions", post(chat))
+        .route("/v1/messages", post(messages))
+        .route("/props", get(props))
+        .route("/v1/models", get(models))
+        .with_state(script)
+}
+
+/// Serves the scripted upstream on `listener` (forever).
+#[allow(dead_code)]
+pub async fn serve(script: Arc<Script>, listener: tokio::net::TcpListener) {
+    let _ = axum::serve(listener, router(script)).await;
+}
+
+fn record(script: &Script, path: &str, headers: &HeaderMap, body: &Bytes, status: u16) {
+    script.seen.lock().unwrap().push(Seen {
+        path: path.into(),
+        headers: headers.clone(),
+        body: body.clone(),
+        status,
+    });
+}
+
+fn json_response(status: u16, body: String, headers: &[(String, String)]) -> Response {
+    let mut response = (StatusCode::from_u16(status).unwrap(), body).into_response();
+    response
+        .headers_mut()
+        .insert("content-type", "application/json".parse().unwrap());
+    for (k, v) in headers {
+        response.headers_mut().insert(
+            axum::http::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+            v.parse().unwrap(),
+        );
+    }
+    response
+}
+
+/// The last user text of a request (for the reply, so a test can see which request it got).
+fn last_user_text(request: &Value) -> String {
+    let Some(messages) = request["messages"].as_array() else {
+        return String::new();
+    };
+    for m in messages.iter().rev() {
+        if m["role"] != "user" {
+            continue;
+        }
+        match &m["content"] {
+            Value::String(s) => return s.chars().take(60).collect(),
+            Value::Array(parts) => {
+                if let Some(t) = parts.iter().find_map(|p| p["text"].as_str()) {
+                    return t.chars().take(60).collect();
+                }
+            }
+            _ => {}
+        }
+    }
+    String::new()
+}
+
+fn reply_text(request: &Value) -> String {
+    let count = request["messages"].as_array().map_or(0, Vec::len);
+    format!(
+        "scripted reply to {count} messages: {}",
+        last_user_text(request)
+    )
+}
+
+async fn chat(State(script): State<Arc<Script>>, headers: HeaderMap, body: Bytes) -> Response {
+    let canned = script.canned.lock().unwrap().pop_front();
+    if let Some((status, text, extra)) = canned {
+        record(&script, "/v1/chat/completions", &headers, &body, status);
+        return json_response(status, text, &extra);
+    }
+    let Ok(request) = serde_json::from_slice::<Value>(&body) else {
+        record(&script, "/v1/chat/completions", &headers, &body, 400);
+        return json_response(
+            400,
+            json!({"error": {"message": "bad json", "type": "invalid_request_error"}}).to_string(),
+            &[],
+        );
+    };
+    let tokens = script.tokens(&body);
+    if tokens > script.limit {
+        record(&script, "/v1/chat/completions", &headers, &body, 400);
+        let limit = script.limit;
+        let error = match script.flavor {
+            OpenAiFlavor::OpenAi => json!({"error": {
+                "message": format!("This model's maximum context length is {limit} tokens. However, your messages resulted in {tokens} tokens. Please reduce the length of the messages."),
+                "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}}),
+            OpenAiFlavor::LlamaCpp => json!({"error": {
+                "code": 400,
+                "message": format!("the request exceeds the available context size ({tokens} tokens > {limit}), try increasing it"),
+                "type": "exceed_context_size_error", "n_prompt_tokens": tokens, "n_ctx": limit}}),
+        };
+        return json_response(400, error.to_string(), &[]);
+    }
+    record(&script, "/v1/chat/completions", &headers, &body, 200);
+    let text = reply_text(&request);
+    let model = request["model"].as_str().unwrap_or("scripted").to_string();
+    if request["stream"] == true {
+        let include_usage = request["stream_options"]["include_usage"] == true;
+        let mut events = Vec::new();
+        let chunk = |delta: Value, finish: Value| {
+            json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": model,
+                   "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+        };
+        events.push(chunk(
+            json!({"role": "assistant", "content": ""}),
+            Value::Null,
+        ));
+        for word in text.split_inclusive(' ') {
+            events.push(chunk(json!({"content": word}), Value::Null));
+        }
+        events.push(chunk(json!({}), json!("stop")));
+        if include_usage && script.report_usage {
+            events.push(json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": model,
+                "choices": [], "usage": {"prompt_tokens": tokens, "completion_tokens": 5, "total_tokens": tokens + 5}}));
+        }
+        let mut sse: Vec<String> = events.iter().map(|e| format!("data: {e}\n\n")).collect();
+        sse.push("data: [DONE]\n\n".into());
+        return sse_response(sse);
+    }
+    let mut answer = json!({
+        "id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": model,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": tokens, "completion_tokens": 5, "total_tokens": tokens + 5}
+    });
+    if !script.report_usage {
+        answer["usage"] = Value::Null;
+    }
+    json_response(
+        200,
+        answer.to_string(),
+        &[("x-upstream".into(), "scripted".into())],
+    )
+}
+
+async fn messages(State(script): State<Arc<Script>>, headers: HeaderMap, body: Bytes) -> Response {
+    let canned = script.canned.lock().unwrap().pop_front();
+    if let Some((status, text, extra)) = canned {
+        record(&script, "/v1/messages", &headers, &body, status);
+        return json_response(status, text, &extra);
+    }
+    let Ok(request) = serde_json::from_slice::<Value>(&body) else {
+        record(&script, "/v1/messages", &headers, &body, 400);
+        return json_response(400, json!({"type": "error", "error": {"type": "invalid_request_error", "message": "bad json"}}).to_string(), &[]);
+    };
+    let tokens = script.tokens(&body);
+    if tokens > script.limit {
+        record(&script, "/v1/messages", &headers, &body, 400);
+        let error = json!({"type": "error", "error": {"type": "invalid_request_error",
+            "message": format!("prompt is too long: {tokens} tokens > {} maximum", script.limit)}});
+        return json_response(400, error.to_string(), &[]);
+    }
+    record(&script, "/v1/messages", &headers, &body, 200);
+    let text = reply_text(&request);
+    let model = request["model"].as_str().unwrap_or("scripted").to_string();
+    // Without usage reporting the counts are zero, which the proxy ignores.
+    let reported = if script.report_usage { tokens } else { 0 };
+    let usage = json!({"input_tokens": reported, "output_tokens": 5});
+    if request["stream"] == true {
+        let mut events = vec![
+            (
+                "message_start",
+                json!({"type": "message_start", "message": {"id": "msg_1", "type": "message",
+                "role": "assistant", "model": model, "content": [], "stop_reason": null,
+                "stop_sequence": null, "usage": {"input_tokens": reported, "output_tokens": 1}}}),
+            ),
+            (
+                "content_block_start",
+                json!({"type": "content_block_start", "index": 0,
+                "content_block": {"type": "text", "text": ""}}),
+            ),
+        ];
+        for word in text.split_inclusive(' ') {
+            events.push((
+                "content_block_delta",
+                json!({"type": "content_block_delta", "index": 0,
+                "delta": {"type": "text_delta", "text": word}}),
+            ));
+        }
+        events.push((
+            "content_block_stop",
+            json!({"type": "content_block_stop", "index": 0}),
+        ));
+        events.push(("message_delta", json!({"type": "message_delta",
+            "delta": {"stop_reason": "end_turn", "stop_sequence": null}, "usage": {"output_tokens": 5}})));
+        events.push(("message_stop", json!({"type": "message_stop"})));
+        let sse = events
+            .iter()
+            .map(|(name, data)| format!("event: {name}\ndata: {data}\n\n"))
+            .collect();
+        return sse_response(sse);
+    }
+    let answer = json!({
+        "id": "msg_1", "type": "message", "role": "assistant", "model": model,
+        "content": [{"type": "text", "text": text}],
+        "stop_reason": "end_turn", "stop_sequence": null, "usage": usage
+    });
+    json_response(200, answer.to_string(), &[])
+}
+
+fn sse_response(events: Vec<String>) -> Response {
+    let stream = futures::stream::iter(
+        events
+            .into_iter()
+            .map(|e| Ok::<_, std::io::Error>(Bytes::from(e))),
+    );
+    let mut response = Response::new(Body::from_stream(stream));
+    response
+        .headers_mut()
+        .insert("content-type", "text/event-stream".parse().unwrap());
+    response
+}
+
+async fn props(State(script): State<Arc<Script>>) -> Response {
+    match script.n_ctx {
+        Some(n) => json_response(
+            200,
+            json!({"default_generation_settings": {"n_ctx": n}}).to_string(),
+            &[],
+        ),
+        None => (StatusCode::NOT_FOUND, "not found").into_response(),
+    }
+}
+
+async fn models(State(script): State<Arc<Script>>, headers: HeaderMap) -> Response {
+    record(&script, "/v1/models", &headers, &Bytes::new(), 200);
+    json_response(
+        200,
+        json!({"object": "list", "data": [{"id": "scripted-model", "object": "model"}]})
+            .to_string(),
+        &[],
+    )
+}
