@@ -144,6 +144,28 @@ pub fn truncate(text: &str, width: usize) -> String {
     out
 }
 
+/// Joins `parts` with ` · ` into lines no wider than `width` (a part wider than that gets a
+/// line of its own); every line ends in a newline.
+pub fn wrap_parts(parts: &[String], width: usize) -> String {
+    const SEP: &str = " · ";
+    let mut out = String::new();
+    let mut line = String::new();
+    for part in parts {
+        if !line.is_empty() && text_width(&line) + SEP.len() + text_width(part) > width {
+            out.push_str(&line);
+            out.push('\n');
+            line.clear();
+        }
+        if !line.is_empty() {
+            line.push_str(if line.ends_with(':') { " " } else { SEP });
+        }
+        line.push_str(part);
+    }
+    out.push_str(&line);
+    out.push('\n');
+    out
+}
+
 /// `1234567` → `1,234,567`.
 pub fn thousands(n: u64) -> String {
     let digits = n.to_string();
@@ -182,6 +204,21 @@ mod tests {
         assert_eq!(truncate("héllo wörld", 5), "héll…");
         assert_eq!(truncate("short", 10), "short");
         assert_eq!(truncate("日本語テキスト", 3), "日本…");
+    }
+
+    #[test]
+    fn parts_wrap_at_the_width() {
+        let parts: Vec<String> = ["file.json:", "openai", "model gpt-4o", "12 messages"]
+            .map(String::from)
+            .to_vec();
+        assert_eq!(
+            wrap_parts(&parts, 80),
+            "file.json: openai · model gpt-4o · 12 messages\n"
+        );
+        assert_eq!(
+            wrap_parts(&parts, 30),
+            "file.json: openai\nmodel gpt-4o · 12 messages\n"
+        );
     }
 
     #[test]

@@ -10,7 +10,7 @@ use crate::breakdown::{Breakdown, TOOL_DEFINITIONS};
 use crate::chart::{gauge, terminal_width};
 use crate::commands::FormatArg;
 use crate::error::CliError;
-use crate::table::{Align, Table, percent, thousands};
+use crate::table::{Align, Table, percent, thousands, wrap_parts};
 use crate::window::{Resolved, WindowArgs};
 
 /// How many of the largest messages to list.
@@ -81,40 +81,46 @@ fn render(
     let width = terminal_width();
     let budget = resolved.budget;
     let effective = budget.effective();
-    let mut out = String::new();
     let model = resolved.model.as_deref().unwrap_or("(none)");
-    out += &format!(
-        "{name}: {} · model {model} · {} messages · {} characters\n",
-        conversation.format.as_str(),
-        thousands(b.messages as u64),
-        thousands(b.chars),
-    );
-    out += &format!(
-        "window {} ({}) · reserve {} · effective {}\n",
-        thousands(budget.window),
-        resolved.source,
-        thousands(budget.reserve),
-        thousands(effective),
-    );
-    out += &format!(
-        "estimate {} tokens = {} of the effective window ({})\n",
-        thousands(b.total_tokens),
-        percent(b.total_tokens, effective),
-        multiplier_note(estimator, resolved),
-    );
     let chars_per_token = if b.total_tokens > 0 {
         b.chars as f64 / b.total_tokens as f64
     } else {
         0.0
     };
-    out += &format!("≈ {chars_per_token:.2} characters per token\n");
+    let mut header: Vec<Vec<String>> = vec![
+        vec![
+            format!("{name}:"),
+            conversation.format.as_str().to_owned(),
+            format!("model {model}"),
+            format!("{} messages", thousands(b.messages as u64)),
+            format!("{} characters", thousands(b.chars)),
+        ],
+        vec![
+            format!("window {} ({})", thousands(budget.window), resolved.source),
+            format!("reserve {}", thousands(budget.reserve)),
+            format!("effective {}", thousands(effective)),
+        ],
+        vec![
+            format!(
+                "estimate {} tokens = {} of the effective window",
+                thousands(b.total_tokens),
+                percent(b.total_tokens, effective)
+            ),
+            multiplier_note(estimator, resolved),
+            format!("≈ {chars_per_token:.2} characters per token"),
+        ],
+    ];
     if let Some(exact) = exact {
-        out += &format!(
-            "exact (o200k_base) {} tokens = {} of the effective window\n",
+        header.push(vec![format!(
+            "exact (o200k_base) {} tokens = {} of the effective window",
             thousands(exact),
             percent(exact, effective),
-        );
+        )]);
     }
+    let mut out: String = header
+        .iter()
+        .map(|parts| wrap_parts(parts, width))
+        .collect();
     let label = if b.total_tokens > effective {
         format!(
             " {} over the window by {} tokens",
@@ -216,7 +222,7 @@ fn multiplier_note(estimator: &Estimator, resolved: &Resolved) -> String {
         None => String::new(),
     };
     format!(
-        "prior ×{:.2}: {base}×{margin:.1} safety margin until calibrated",
+        "prior ×{:.2} ({base}×{margin:.1} safety margin until calibrated)",
         estimator.multiplier
     )
 }
