@@ -1,0 +1,516 @@
+//! (3) Estimator accuracy against exact o200k_base counts: chars/4, the SPEC prior, and the
+//! prior after 1, 3 and 10 EMA observations — calibrated on the early requests of a session,
+//! measured on its later ones. Also: the rolling case (every call observed), the α that
+//! would do best, weights refitted by least squares (leave-one-out), and the `preTokens`
+//! Claude Code recorded.
+
+use context_cascade::calibrate::Calibration;
+use context_cascade::config::CascadeConfig;
+use context_cascade::estimate::{ClassCounts, Weights};
+
+use crate::measured::Measured;
+use crate::stats::{ErrorStats, pct, spct, table};
+
+/// Calibration observations come from the first requests; the errors are measured on
+/// requests after the largest of these, so every variant is judged on the same requests.
+const OBSERVATIONS: [usize; 3] = [1, 3, 10];
+/// At most this many later requests per fixture, evenly spaced, so long sessions do not
+/// outweigh short ones.
+const SAMPLES_PER_FIXTURE: usize = 20;
+
+/// Accuracy of one estimator variant, pooled over fixtures.
+#[derive(serde::Serialize)]
+pub struct Variant {
+    pub name: String,
+    pub stats: ErrorStats,
+}
+
+/// Per-fixture figures.
+#[derive(serde::Serialize)]
+pub struct PerFixture {
+    pub name: String,
+    pub messages: usize,
+    pub exact_tokens: u64,
+    /// Whole-transcript errors.
+    pub chars4_error: f64,
+    pub prior_error: f64,
+    /// Median |error| on later requests after 3 observations.
+    pub calibrated3_median: f64,
+}
+
+/// A Claude Code compaction point.
+#[derive(serde::Serialize)]
+pub struct PreTokens {
+    pub name: String,
+    pub message_index: usize,
+    pub pre_tokens: u64,
+    pub exact_o200k: u64,
+    pub prior: f64,
+    pub chars4: f64,
+}
+
+#[derive(serde::Serialize)]
+pub struct AlphaRow {
+    pub alpha: f64,
+    pub after3: ErrorStats,
+    pub after10: ErrorStats,
+    pub rolling: ErrorStats,
+}
+
+#[derive(serde::Serialize)]
+pub struct Accuracy {
+    pub variants: Vec<Variant>,
+    pub per_fixture: Vec<PerFixture>,
+    pub pre_tokens: Vec<PreTokens>,
+    pub alphas: Vec<AlphaRow>,
+    /// Weights fitted on all fixtures.
+    pub fitted_weights: Weights,
+    /// Leave-one-out: SPEC weights vs refitted, uncalibrated and after 3 observations.
+    pub loo: Vec<Variant>,
+}
+
+/// The later requests of a fixture that every variant is measured on.
+fn measured_requests(m: &Measured) -> Vec<usize> {
+    let first = OBSERVATIONS[OBSERVATIONS.len() - 1].min(m.calls.len().saturating_sub(1));
+    let later = &m.calls[first..];
+    if later.len() <= SAMPLES_PER_FIXTURE {
+        return later.to_vec();
+    }
+    (0..SAMPLES_PER_FIXTURE)
+        .map(|k| later[k * (later.len() - 1) / (SAMPLES_PER_FIXTURE - 1)])
+        .collect()
+}
+
+fn rel(estimate: f64, exact: u64) -> f64 {
+    (estimate - exact as f64) / exact.max(1) as f64
+}
+
+/// The scale after observing the first `k` requests of a session (1.0 with none).
+fn scale_after(m: &Measured, weights: &Weights, config: &CascadeConfig, k: usize) -> f64 {
+    let mut calibration = Calibration::new();
+    let mut scale = 1.0;
+    for &i in m.calls.iter().take(k) {
+        scale = calibration.observe("m", m.prior(weights, i), m.cum_exact[i], config);
+    }
+    scale
+}
+
+/// Errors of `prior × scale-after-k` on the measured requests of every fixture.
+fn calibrated_errors(
+    data: &[Measured],
+    weights: &Weights,
+    config: &CascadeConfig,
+    k: usize,
+) -> Vec<f64> {
+    let mut errors = Vec::new();
+    for m in data {
+        let scale = scale_after(m, weights, config, k);
+        for i in measured_requests(m) {
+            errors.push(rel(m.prior(weights, i) * scale, m.cum_exact[i]));
+        }
+    }
+    errors
+}
+
+/// Errors when every call is observed and the next one estimated (what a running agent or
+/// the proxy sees), on the same later requests.
+fn rolling_errors(data: &[Measured], weights: &Weights, config: &CascadeConfig) -> Vec<f64> {
+    let mut errors = Vec::new();
+    for m in data {
+        let wanted = measured_requests(m);
+        let mut calibration = Calibration::new();
+        let mut scale = 1.0;
+        for &i in &m.calls {
+            let prior = m.prior(weights, i);
+            if wanted.contains(&i) {
+                errors.push(rel(prior * scale, m.cum_exact[i]));
+            }
+            scale = calibration.observe("m", prior, m.cum_exact[i], config);
+        }
+    }
+    errors
+}
+
+fn pooled(data: &[Measured], f: impl Fn(&Measured, usize) -> f64) -> Vec<f64> {
+    data.iter()
+        .flat_map(|m| measured_requests(m).into_iter().map(move |i| (m, i)))
+        .map(|(m, i)| rel(f(m, i), m.cum_exact[i]))
+        .collect()
+}
+
+/// Weighted least squares of exact tokens on the five character classes, one sample per
+/// message, each fixture weighing the same; the fixed costs stay as in the SPEC.
+fn fit(data: &[&Measured]) -> Weights {
+    let mut ata = [[0.0f64; 5]; 5];
+    let mut atb = [0.0f64; 5];
+    let base = Weights::default();
+    for m in data {
+        let total = m.cum_exact[m.len()].max(1) as f64;
+        for i in 0..m.len() {
+            let c = diff(&m.cum_counts[i + 1], &m.cum_counts[i]);
+            let x = [
+                c.letters,
+                c.digits,
+                c.whitespace,
+                c.punctuation,
+                c.non_ascii,
+            ]
+            .map(|v| v as f64);
+            let fixed = base.per_message * c.messages as f64
+                + base.per_binary_block * c.binary_blocks as f64;
+            let y = (m.cum_exact[i + 1] - m.cum_exact[i]) as f64 - fixed;
+            let w = 1.0 / total;
+            for r in 0..5 {
+                atb[r] += w * x[r] * y;
+                for s in 0..5 {
+                    ata[r][s] += w * x[r] * x[s];
+                }
+            }
+        }
+    }
+    let solved = solve(ata, atb).unwrap_or([
+        base.letter,
+        base.digit,
+        base.whitespace,
+        base.punctuation,
+        base.non_ascii,
+    ]);
+    Weights {
+        letter: solved[0],
+        digit: solved[1],
+        whitespace: solved[2],
+        punctuation: solved[3],
+        non_ascii: solved[4],
+        ..base
+    }
+}
+
+fn diff(a: &ClassCounts, b: &ClassCounts) -> ClassCounts {
+    ClassCounts {
+        letters: a.letters - b.letters,
+        digits: a.digits - b.digits,
+        whitespace: a.whitespace - b.whitespace,
+        punctuation: a.punctuation - b.punctuation,
+        non_ascii: a.non_ascii - b.non_ascii,
+        binary_blocks: a.binary_blocks - b.binary_blocks,
+        messages: a.messages - b.messages,
+    }
+}
+
+/// Gaussian elimination with partial pivoting (None when singular).
+fn solve(mut a: [[f64; 5]; 5], mut b: [f64; 5]) -> Option<[f64; 5]> {
+    for col in 0..5 {
+        let pivot = (col..5).max_by(|&i, &j| a[i][col].abs().total_cmp(&a[j][col].abs()))?;
+        if a[pivot][col].abs() < 1e-12 {
+            return None;
+        }
+        a.swap(col, pivot);
+        b.swap(col, pivot);
+        let pivot_row = a[col];
+        for row in col + 1..5 {
+            let f = a[row][col] / pivot_row[col];
+            for (cell, p) in a[row].iter_mut().zip(pivot_row).skip(col) {
+                *cell -= f * p;
+            }
+            b[row] -= f * b[col];
+        }
+    }
+    let mut x = [0.0; 5];
+    for row in (0..5).rev() {
+        let s: f64 = (row + 1..5).map(|k| a[row][k] * x[k]).sum();
+        x[row] = (b[row] - s) / a[row][row];
+    }
+    Some(x)
+}
+
+/// Runs every accuracy measurement.
+pub fn run(data: &[Measured]) -> Accuracy {
+    let config = CascadeConfig::default();
+    let spec = config.weights;
+    let mut variants = vec![
+        Variant {
+            name: "chars/4".into(),
+            stats: ErrorStats::of(&pooled(data, |m, i| m.chars_over_4(i))),
+        },
+        Variant {
+            name: "SPEC prior (uncalibrated)".into(),
+            stats: ErrorStats::of(&pooled(data, |m, i| m.prior(&spec, i))),
+        },
+        Variant {
+            name: format!(
+                "SPEC prior × {} (the engine before its first observation)",
+                config.uncalibrated_margin
+            ),
+            stats: ErrorStats::of(&pooled(data, |m, i| {
+                m.prior(&spec, i) * config.uncalibrated_margin
+            })),
+        },
+    ];
+    for k in OBSERVATIONS {
+        variants.push(Variant {
+            name: format!(
+                "prior after {k} observation{}",
+                if k == 1 { "" } else { "s" }
+            ),
+            stats: ErrorStats::of(&calibrated_errors(data, &spec, &config, k)),
+        });
+    }
+    variants.push(Variant {
+        name: "rolling: every call observed, next one estimated".into(),
+        stats: ErrorStats::of(&rolling_errors(data, &spec, &config)),
+    });
+
+    let per_fixture = data
+        .iter()
+        .map(|m| {
+            let n = m.len();
+            let scale = scale_after(m, &spec, &config, 3);
+            let mut errs: Vec<f64> = measured_requests(m)
+                .into_iter()
+                .map(|i| rel(m.prior(&spec, i) * scale, m.cum_exact[i]).abs())
+                .collect();
+            errs.sort_by(f64::total_cmp);
+            PerFixture {
+                name: m.name.clone(),
+                messages: n,
+                exact_tokens: m.cum_exact[n],
+                chars4_error: rel(m.chars_over_4(n), m.cum_exact[n]),
+                prior_error: rel(m.prior(&spec, n), m.cum_exact[n]),
+                calibrated3_median: crate::stats::percentile_sorted(&errs, 0.5),
+            }
+        })
+        .collect();
+
+    let pre_tokens = data
+        .iter()
+        .flat_map(|m| {
+            m.compactions
+                .iter()
+                .map(move |&(index, pre)| (m, index, pre))
+        })
+        .filter(|(m, index, _)| *index <= m.len())
+        .map(|(m, index, pre)| PreTokens {
+            name: m.name.clone(),
+            message_index: index,
+            pre_tokens: pre,
+            exact_o200k: m.cum_exact[index],
+            prior: m.prior(&spec, index),
+            chars4: m.chars_over_4(index),
+        })
+        .collect();
+
+    let alphas = [0.1, 0.2, 0.3, 0.5, 0.7, 1.0]
+        .into_iter()
+        .map(|alpha| {
+            let config = CascadeConfig {
+                ema_alpha: alpha,
+                ..CascadeConfig::default()
+            };
+            AlphaRow {
+                alpha,
+                after3: ErrorStats::of(&calibrated_errors(data, &spec, &config, 3)),
+                after10: ErrorStats::of(&calibrated_errors(data, &spec, &config, 10)),
+                rolling: ErrorStats::of(&rolling_errors(data, &spec, &config)),
+            }
+        })
+        .collect();
+
+    let all: Vec<&Measured> = data.iter().collect();
+    let fitted_weights = fit(&all);
+    let (mut spec0, mut fit0, mut spec3, mut fit3) = (vec![], vec![], vec![], vec![]);
+    for (held, m) in data.iter().enumerate() {
+        let others: Vec<&Measured> = data
+            .iter()
+            .enumerate()
+            .filter(|(j, _)| *j != held)
+            .map(|(_, m)| m)
+            .collect();
+        let w = fit(&others);
+        let one = std::slice::from_ref(m);
+        spec0.extend(pooled(one, |m, i| m.prior(&spec, i)));
+        fit0.extend(pooled(one, |m, i| m.prior(&w, i)));
+        spec3.extend(calibrated_errors(one, &spec, &config, 3));
+        fit3.extend(calibrated_errors(one, &w, &config, 3));
+    }
+    let loo = vec![
+        Variant {
+            name: "SPEC weights, uncalibrated".into(),
+            stats: ErrorStats::of(&spec0),
+        },
+        Variant {
+            name: "refitted (leave-one-out), uncalibrated".into(),
+            stats: ErrorStats::of(&fit0),
+        },
+        Variant {
+            name: "SPEC weights, after 3 observations".into(),
+            stats: ErrorStats::of(&spec3),
+        },
+        Variant {
+            name: "refitted (leave-one-out), after 3 observations".into(),
+            stats: ErrorStats::of(&fit3),
+        },
+    ];
+    variants.shrink_to_fit();
+    Accuracy {
+        variants,
+        per_fixture,
+        pre_tokens,
+        alphas,
+        fitted_weights,
+        loo,
+    }
+}
+
+fn variant_rows(variants: &[Variant]) -> Vec<Vec<String>> {
+    variants
+        .iter()
+        .map(|v| {
+            vec![
+                v.name.clone(),
+                pct(v.stats.median_abs),
+                pct(v.stats.p95_abs),
+                spct(v.stats.worst_under),
+                spct(v.stats.worst_over),
+                v.stats.n.to_string(),
+            ]
+        })
+        .collect()
+}
+
+/// The markdown section.
+pub fn markdown(a: &Accuracy) -> String {
+    let header = [
+        "estimator",
+        "median abs err",
+        "p95 abs err",
+        "worst under",
+        "worst over",
+        "requests",
+    ];
+    let mut out = String::from(
+        "## 3. Estimator accuracy\n\n\
+         Yardstick: exact o200k_base counts (tiktoken-rs) of the same texts the estimator counts, \
+         plus the same 4 tokens per message. Each fixture is replayed as the requests its agent \
+         sent (`messages[..i]` for every assistant message `i`); calibration observes the \
+         first 1, 3 or 10 requests (exact count as the provider's \"real\" count, \
+         `Calibration::observe`, α 0.3, then frozen) and every variant is measured on the same \
+         later requests (after the 10th; at most 20 per fixture, evenly spaced).\n\n",
+    );
+    out.push_str(&table(&header, &variant_rows(&a.variants)));
+    out.push_str("\n### Per fixture (whole transcript)\n\n");
+    let rows: Vec<Vec<String>> = a
+        .per_fixture
+        .iter()
+        .map(|f| {
+            vec![
+                format!("`{}`", f.name),
+                f.messages.to_string(),
+                f.exact_tokens.to_string(),
+                spct(f.chars4_error),
+                spct(f.prior_error),
+                pct(f.calibrated3_median),
+            ]
+        })
+        .collect();
+    out.push_str(&table(
+        &[
+            "fixture",
+            "messages",
+            "o200k tokens",
+            "chars/4",
+            "SPEC prior",
+            "after 3 obs (median, later requests)",
+        ],
+        &rows,
+    ));
+    out.push_str("\n### EMA α (SPEC weights)\n\n");
+    let rows: Vec<Vec<String>> = a
+        .alphas
+        .iter()
+        .map(|r| {
+            vec![
+                format!("{:.1}", r.alpha),
+                format!("{} / {}", pct(r.after3.median_abs), pct(r.after3.p95_abs)),
+                format!("{} / {}", pct(r.after10.median_abs), pct(r.after10.p95_abs)),
+                format!("{} / {}", pct(r.rolling.median_abs), pct(r.rolling.p95_abs)),
+            ]
+        })
+        .collect();
+    out.push_str(&table(
+        &["α", "after 3 obs (median / p95)", "after 10 obs", "rolling"],
+        &rows,
+    ));
+    out.push_str(
+        "\n### Refitted weights (least squares per message, each fixture weighing the same)\n\n",
+    );
+    let w = &a.fitted_weights;
+    let s = Weights::default();
+    out.push_str(&table(
+        &[
+            "",
+            "letter",
+            "digit",
+            "whitespace",
+            "other ASCII",
+            "non-ASCII",
+        ],
+        &[
+            vec![
+                "SPEC".into(),
+                format!("{:.3}", s.letter),
+                format!("{:.3}", s.digit),
+                format!("{:.3}", s.whitespace),
+                format!("{:.3}", s.punctuation),
+                format!("{:.3}", s.non_ascii),
+            ],
+            vec![
+                "fitted on all fixtures".into(),
+                format!("{:.3}", w.letter),
+                format!("{:.3}", w.digit),
+                format!("{:.3}", w.whitespace),
+                format!("{:.3}", w.punctuation),
+                format!("{:.3}", w.non_ascii),
+            ],
+        ],
+    ));
+    out.push_str("\nLeave-one-out (weights fitted on the other nine fixtures, measured on the held-out one):\n\n");
+    out.push_str(&table(&header, &variant_rows(&a.loo)));
+    if !a.pre_tokens.is_empty() {
+        out.push_str(
+            "\n### Against the `preTokens` Claude Code recorded\n\n\
+             At each automatic compaction Claude Code logs the provider's own count of the \
+             request. Caveat: that count includes Claude Code's system prompt and tool schemas, \
+             which the log lacks, and Claude's tokenizer, not o200k.\n\n",
+        );
+        let rows: Vec<Vec<String>> = a
+            .pre_tokens
+            .iter()
+            .map(|p| {
+                vec![
+                    format!("`{}`", p.name),
+                    p.message_index.to_string(),
+                    p.pre_tokens.to_string(),
+                    p.exact_o200k.to_string(),
+                    format!("{:.0}", p.prior),
+                    format!("{:.0}", p.chars4),
+                    format!("{:.2}", p.pre_tokens as f64 / p.exact_o200k.max(1) as f64),
+                    format!("{:.2}", p.pre_tokens as f64 / p.prior.max(1.0)),
+                ]
+            })
+            .collect();
+        out.push_str(&table(
+            &[
+                "fixture",
+                "at message",
+                "preTokens",
+                "o200k of the log",
+                "SPEC prior",
+                "chars/4",
+                "preTokens ÷ o200k",
+                "preTokens ÷ prior",
+            ],
+            &rows,
+        ));
+    }
+    out
+}

@@ -1,0 +1,83 @@
+//! Each fixture parsed once, with per-message class counts and exact o200k_base counts and
+//! their prefix sums: what a request `messages[..i]` costs, for every `i`, in O(1).
+
+use context_cascade::estimate::exact::ExactCounter;
+use context_cascade::estimate::{ClassCounts, Weights};
+use context_cascade::format;
+use context_cascade::{Conversation, Role};
+use serde_json::Value;
+
+use crate::inputs::{self, Fixture};
+
+/// One fixture, measured.
+pub struct Measured {
+    pub name: String,
+    pub conversation: Conversation,
+    /// `cum_counts[i]`: class counts of `messages[..i]`.
+    pub cum_counts: Vec<ClassCounts>,
+    /// `cum_exact[i]`: exact o200k_base tokens of `messages[..i]` (4 per message included,
+    /// the same fixed cost the prior charges).
+    pub cum_exact: Vec<u64>,
+    /// The agent's calls: `i` such that `messages[i]` is an assistant message, i.e. the
+    /// request `messages[..i]` was sent to produce it.
+    pub calls: Vec<usize>,
+    /// Claude Code compaction points: (message_index, preTokens reported by the provider).
+    pub compactions: Vec<(usize, u64)>,
+}
+
+impl Measured {
+    /// Parses and counts a fixture.
+    pub fn new(fixture: &Fixture, counter: &ExactCounter) -> Result<Measured, String> {
+        let body = inputs::request(fixture.messages.clone());
+        let conversation =
+            format::parse_value(body, None).map_err(|e| format!("{}: {e}", fixture.name))?;
+        let mut cum_counts = vec![ClassCounts::default()];
+        let mut cum_exact = vec![0u64];
+        let mut calls = Vec::new();
+        for (i, message) in conversation.messages.iter().enumerate() {
+            if i > 0 && message.role() == Role::Assistant {
+                calls.push(i);
+            }
+            let mut one = Conversation::new(conversation.format);
+            one.messages.push(message.clone());
+            let exact = counter.count_conversation(&one) as u64;
+            cum_counts.push(cum_counts[i] + message.counts());
+            cum_exact.push(cum_exact[i] + exact);
+        }
+        let compactions = fixture
+            .meta
+            .get("compactions")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|c| {
+                let index = c.get("message_index")?.as_u64()? as usize;
+                let pre = c.pointer("/compactMetadata/preTokens")?.as_u64()?;
+                Some((index, pre))
+            })
+            .collect();
+        Ok(Measured {
+            name: fixture.name.clone(),
+            conversation,
+            cum_counts,
+            cum_exact,
+            calls,
+            compactions,
+        })
+    }
+
+    /// Messages in the transcript.
+    pub fn len(&self) -> usize {
+        self.conversation.messages.len()
+    }
+
+    /// The prior of `messages[..i]` under some weights.
+    pub fn prior(&self, weights: &Weights, i: usize) -> f64 {
+        weights.prior(&self.cum_counts[i])
+    }
+
+    /// chars/4 of `messages[..i]`: the rule of thumb many agents use.
+    pub fn chars_over_4(&self, i: usize) -> f64 {
+        Weights::chars(&self.cum_counts[i]) as f64 / 4.0
+    }
+}

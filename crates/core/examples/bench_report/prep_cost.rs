@@ -1,0 +1,171 @@
+//! (1) Preparation cost: what parsing, estimating and Layers 1–2 cost beside a bare
+//! `serde_json::Value` parse + serialize of the same bytes, measured side by side
+//! (interleaved runs, so machine noise hits every variant alike).
+
+use context_cascade::ContextManager;
+use context_cascade::config::{Budget, CascadeConfig};
+use context_cascade::estimate::Estimator;
+use context_cascade::format::{self, WriteOptions};
+use serde_json::Value;
+
+use crate::inputs::{self, Fixture};
+use crate::stats::{Spread, ms, table, timed};
+
+/// The measurements at one request size.
+#[derive(serde::Serialize)]
+pub struct SizeResult {
+    pub label: String,
+    pub bytes: usize,
+    pub messages: usize,
+    /// The prior estimate of the request, in tokens.
+    pub tokens: u64,
+    /// The window Layers 1–2 compact to (half the request).
+    pub window: u64,
+    pub tokens_after: u64,
+    pub steps: String,
+    pub bare_ms: Spread,
+    pub estimate_ms: Spread,
+    pub layers_ms: Spread,
+    /// Per-run ratios (variant / bare of the same run).
+    pub estimate_ratio: Spread,
+    pub layers_ratio: Spread,
+}
+
+fn bare(bytes: &[u8]) -> usize {
+    let value: Value = serde_json::from_slice(bytes).unwrap_or(Value::Null);
+    serde_json::to_vec(&value).map(|v| v.len()).unwrap_or(0)
+}
+
+fn estimate(bytes: &[u8]) -> Result<(usize, u64), String> {
+    let conversation = format::parse(bytes, None).map_err(|e| e.to_string())?;
+    let tokens = Estimator::default().tokens(&conversation);
+    let out = format::to_vec(&conversation, WriteOptions::default()).map_err(|e| e.to_string())?;
+    Ok((out.len(), tokens))
+}
+
+fn layers(
+    manager: &ContextManager,
+    bytes: &[u8],
+    budget: Budget,
+) -> Result<(usize, u64, String), String> {
+    let mut conversation = format::parse(bytes, None).map_err(|e| e.to_string())?;
+    let report = manager.compact(&mut conversation, budget);
+    let out = format::to_vec(
+        &conversation,
+        WriteOptions {
+            strip_pins: true,
+            pretty: false,
+        },
+    )
+    .map_err(|e| e.to_string())?;
+    Ok((out.len(), report.tokens_after, report.summary_line()))
+}
+
+/// Runs the measurement at every size of [`inputs::SIZES`].
+pub fn run(fixtures: &[Fixture], runs_scale: f64) -> Result<Vec<SizeResult>, String> {
+    let manager = ContextManager::new(CascadeConfig::default());
+    let mut results = Vec::new();
+    for (label, target) in inputs::SIZES {
+        let messages = inputs::scaled_messages(fixtures, target);
+        let count = messages.len();
+        let bytes = inputs::to_bytes(&inputs::request(messages));
+        let (_, tokens) = estimate(&bytes)?;
+        let window = tokens / 2;
+        let budget = Budget::new(window, 0);
+        let runs = ((if target >= 1e6 {
+            9.0
+        } else if target >= 1e5 {
+            21.0
+        } else {
+            41.0
+        }) * runs_scale)
+            .ceil()
+            .max(3.0) as usize;
+        // One warm-up of each, then interleaved runs.
+        bare(&bytes);
+        estimate(&bytes)?;
+        let (_, tokens_after, steps) = layers(&manager, &bytes, budget)?;
+        let (mut b, mut e, mut l, mut er, mut lr) = (vec![], vec![], vec![], vec![], vec![]);
+        for _ in 0..runs {
+            let (_, tb) = timed(|| bare(&bytes));
+            let (r, te) = timed(|| estimate(&bytes));
+            r?;
+            let (r, tl) = timed(|| layers(&manager, &bytes, budget));
+            r?;
+            b.push(ms(tb));
+            e.push(ms(te));
+            l.push(ms(tl));
+            er.push(te.as_secs_f64() / tb.as_secs_f64());
+            lr.push(tl.as_secs_f64() / tb.as_secs_f64());
+        }
+        eprintln!("  prep cost {label}: {runs} runs");
+        results.push(SizeResult {
+            label: label.to_owned(),
+            bytes: bytes.len(),
+            messages: count,
+            tokens,
+            window,
+            tokens_after,
+            steps,
+            bare_ms: Spread::of(&b),
+            estimate_ms: Spread::of(&e),
+            layers_ms: Spread::of(&l),
+            estimate_ratio: Spread::of(&er),
+            layers_ratio: Spread::of(&lr),
+        });
+    }
+    Ok(results)
+}
+
+/// The markdown section.
+pub fn markdown(results: &[SizeResult]) -> String {
+    let rows: Vec<Vec<String>> = results
+        .iter()
+        .map(|r| {
+            vec![
+                r.label.clone(),
+                format!(
+                    "{:.2} MB, {} msgs, {} tok",
+                    r.bytes as f64 / 1e6,
+                    r.messages,
+                    r.tokens
+                ),
+                r.bare_ms.cell(2, " ms"),
+                r.estimate_ms.cell(2, " ms"),
+                r.layers_ms.cell(2, " ms"),
+                r.estimate_ratio.cell(2, "×"),
+                r.layers_ratio.cell(2, "×"),
+            ]
+        })
+        .collect();
+    let mut out = String::from(
+        "## 1. Preparation cost\n\n\
+         Request bodies built from the fixtures (concatenated, repeated with unique tool-call \
+         ids), measured in one process, interleaved run by run; cells are min / median / max. \
+         *bare* = `serde_json::from_slice::<Value>` + `to_vec`; *estimate* = parse into the \
+         conversation model → estimate → serialize (issue 2, goal ≤ 1.5×); *Layers 1–2* = \
+         parse → `ContextManager::compact` (①②, ③ when still over 0.9·E) with a window of \
+         half the request → serialize (issue 5, goal ≤ 2×). Ratios are per run (variant ÷ \
+         bare of the same run).\n\n",
+    );
+    out.push_str(&table(
+        &[
+            "size",
+            "request",
+            "bare",
+            "estimate",
+            "Layers 1–2",
+            "estimate ÷ bare",
+            "Layers 1–2 ÷ bare",
+        ],
+        &rows,
+    ));
+    out.push('\n');
+    for r in results {
+        out.push_str(&format!(
+            "- {}: window {} → {} tokens after ({})\n",
+            r.label, r.window, r.tokens_after, r.steps
+        ));
+    }
+    out
+}
