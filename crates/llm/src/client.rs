@@ -181,7 +181,7 @@ impl ChatClient {
         })
     }
 
-    /// A non-streaming call with a request body (`stream` is turned off, the model override
+    /// A non-streaming call (needs a Tokio runtime) with a request body (`stream` is turned off, the model override
     /// applied). Returns the response JSON and the prompt tokens its usage reports.
     pub async fn complete(&self, body: Value) -> Result<Completion<Value>, LlmError> {
         let body = self.prepare(body, false)?;
@@ -205,7 +205,7 @@ impl ChatClient {
         })
     }
 
-    /// A streaming call (`stream: true`; OpenAI bodies also ask for
+    /// A streaming call (needs a Tokio runtime; `stream: true`; OpenAI bodies also ask for
     /// `stream_options.include_usage` unless they set `stream_options` themselves). An error
     /// status comes back as [`LlmError::Status`] before any event; the events then arrive as
     /// the server sends them.
@@ -257,6 +257,7 @@ impl ChatClient {
     }
 }
 
+/// Works under any executor: outside a Tokio runtime the request runs on a background one.
 impl Llm for ChatClient {
     type Output = Value;
 
@@ -266,7 +267,13 @@ impl Llm for ChatClient {
     ) -> BoxFuture<'a, Result<Completion<Value>, LlmError>> {
         Box::pin(async move {
             let body = self.request_body(conversation)?;
-            self.complete(body).await
+            if crate::runtime::in_tokio() {
+                return self.complete(body).await;
+            }
+            let client = self.clone();
+            crate::runtime::run_outside_tokio(async move { client.complete(body).await })
+                .await
+                .unwrap_or_else(|e| Err(LlmError::Transport(e)))
         })
     }
 }

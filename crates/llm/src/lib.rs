@@ -5,6 +5,11 @@
 //! [`context_cascade::llm::Llm`] trait on top of them, and [`LlmSummarizer`], the
 //! LLM-backed summarizer of strategy ④.
 //!
+//! [`ChatClient::complete`] and [`ChatClient::stream`] need a Tokio runtime (the proxy's).
+//! The trait implementations (`Llm` for [`ChatClient`], `Summarizer` for [`LlmSummarizer`])
+//! work under any executor — the CLI's `pollster::block_on` included — by running on a small
+//! background runtime when none is current.
+//!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! use cascade_llm::{ChatClient, ClientConfig, LlmSummarizer, Provider};
@@ -23,6 +28,7 @@
 pub mod client;
 pub mod error;
 pub mod provider;
+mod runtime;
 pub mod stream;
 pub mod summarizer;
 
@@ -32,4 +38,5 @@ pub use provider::{
     Provider, is_truncated, response_text, usage_from_response, usage_from_sse_event,
 };
 pub use stream::{SseEvent, SseStream, UsageProbe, UsageScanner};
+pub use summarizer::prompt::TranscriptLimits;
 pub use summarizer::{LlmSummarizer, SummarizerPolicy};

@@ -6,6 +6,7 @@
 mod breaker;
 pub mod prompt;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use context_cascade::estimate::Estimator;
@@ -47,9 +48,15 @@ impl Default for SummarizerPolicy {
 }
 
 /// A [`Summarizer`] that asks a model for the nine-section summary. Safe to call
-/// concurrently (chunk summaries); the breaker is shared by all calls.
-#[derive(Debug)]
+/// concurrently (chunk summaries); the breaker is shared by all calls and clones. Works under
+/// any executor: outside a Tokio runtime the calls run on a background one.
+#[derive(Debug, Clone)]
 pub struct LlmSummarizer {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
     client: ChatClient,
     policy: SummarizerPolicy,
     breaker: Breaker,
@@ -66,25 +73,33 @@ impl LlmSummarizer {
     pub fn with_policy(client: ChatClient, policy: SummarizerPolicy) -> Self {
         let breaker = Breaker::new(policy.failure_threshold, policy.cooldown);
         LlmSummarizer {
-            client,
-            policy,
-            breaker,
-            estimator: Estimator::default(),
+            inner: Arc::new(Inner {
+                client,
+                policy,
+                breaker,
+                estimator: Estimator::default(),
+            }),
         }
     }
 
     /// The endpoint it calls.
     pub fn client(&self) -> &ChatClient {
-        &self.client
+        &self.inner.client
     }
 
     /// Its retry and breaker settings.
     pub fn policy(&self) -> &SummarizerPolicy {
-        &self.policy
+        &self.inner.policy
     }
 
     /// The request body for a summary request (system prompt, transcript, `max_tokens`).
     pub fn request_body(&self, request: &SummaryRequest) -> Value {
+        self.inner.request_body(request)
+    }
+}
+
+impl Inner {
+    fn request_body(&self, request: &SummaryRequest) -> Value {
         let model = self.client.model().unwrap_or_default();
         let system = system_prompt();
         let user = user_prompt(request, &self.policy.limits);
@@ -107,6 +122,33 @@ impl LlmSummarizer {
         }
     }
 
+    /// The whole `summarize`: input check, breaker, call, checks, breaker update.
+    async fn summarize(&self, request: &SummaryRequest) -> Result<String, SummaryError> {
+        let replaced = self.replaced_tokens(request);
+        if replaced == 0 {
+            // Bad input, not an endpoint failure: no call, no effect on the breaker.
+            return Err(SummaryError::Failed("nothing to summarize".into()));
+        }
+        if let Some(remaining) = self.breaker.open_for() {
+            return Err(SummaryError::Unavailable(format!(
+                "{} consecutive failures; skipped for another {}s",
+                self.policy.failure_threshold,
+                remaining.as_secs() + 1
+            )));
+        }
+        let outcome = self.summarize_once(request, replaced).await;
+        match &outcome {
+            Ok(_) => self.breaker.succeeded(),
+            Err(error) => {
+                if self.breaker.failed() {
+                    tracing::warn!(%error, cooldown_s = self.policy.cooldown.as_secs(), "summarizer failing; circuit breaker open");
+                } else {
+                    tracing::debug!(%error, "summary failed");
+                }
+            }
+        }
+        outcome
+    }
     /// The estimated size of what the summary replaces.
     fn replaced_tokens(&self, request: &SummaryRequest) -> u64 {
         let messages: u64 = request
@@ -171,11 +213,12 @@ impl LlmSummarizer {
 
 impl Summarizer for LlmSummarizer {
     fn id(&self) -> String {
+        let client = &self.inner.client;
         format!(
             "llm/{}/{}/{}",
-            self.client.provider(),
-            self.client.base_url(),
-            self.client.model().unwrap_or("default")
+            client.provider(),
+            client.base_url(),
+            client.model().unwrap_or("default")
         )
     }
 
@@ -184,30 +227,14 @@ impl Summarizer for LlmSummarizer {
         request: &'a SummaryRequest,
     ) -> BoxFuture<'a, Result<String, SummaryError>> {
         Box::pin(async move {
-            let replaced = self.replaced_tokens(request);
-            if replaced == 0 {
-                // Bad input, not an endpoint failure: no call, no effect on the breaker.
-                return Err(SummaryError::Failed("nothing to summarize".into()));
+            if crate::runtime::in_tokio() {
+                return self.inner.summarize(request).await;
             }
-            if let Some(remaining) = self.breaker.open_for() {
-                return Err(SummaryError::Unavailable(format!(
-                    "{} consecutive failures; skipped for another {}s",
-                    self.policy.failure_threshold,
-                    remaining.as_secs() + 1
-                )));
-            }
-            let outcome = self.summarize_once(request, replaced).await;
-            match &outcome {
-                Ok(_) => self.breaker.succeeded(),
-                Err(error) => {
-                    if self.breaker.failed() {
-                        tracing::warn!(%error, cooldown_s = self.policy.cooldown.as_secs(), "summarizer failing; circuit breaker open");
-                    } else {
-                        tracing::debug!(%error, "summary failed");
-                    }
-                }
-            }
-            outcome
+            let inner = self.inner.clone();
+            let request = request.clone();
+            crate::runtime::run_outside_tokio(async move { inner.summarize(&request).await })
+                .await
+                .unwrap_or_else(|e| Err(SummaryError::Failed(e)))
         })
     }
 }

@@ -1,0 +1,66 @@
+//! The `Llm` and `Summarizer` impls driven by a plain `block_on` (as the CLI does), with no
+//! Tokio runtime on the calling thread.
+
+mod common;
+
+use std::time::Duration;
+
+use cascade_llm::{ChatClient, ClientConfig, LlmSummarizer, Provider};
+use context_cascade::llm::Llm;
+use context_cascade::summarizer::{Summarizer, SummaryRequest, section_heading};
+use context_cascade::{Conversation, Format, Message, Role};
+use serde_json::json;
+
+#[test]
+fn calls_work_without_a_tokio_runtime() {
+    // The scripted upstream runs on its own runtime's worker threads; this thread never
+    // enters it.
+    let server_runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let upstream = server_runtime.block_on(common::start(|_, request| {
+        if request.body["messages"][0]["role"] == "system" {
+            let summary = (0..9)
+                .map(|i| format!("{}\n- item {i}", section_heading(i)))
+                .collect::<Vec<_>>()
+                .join("\n");
+            common::json(
+                200,
+                json!({"choices": [{"message": {"content": summary}, "finish_reason": "stop"}]}),
+            )
+        } else {
+            common::json(
+                200,
+                json!({"choices": [{"message": {"content": "hi"}}], "usage": {"prompt_tokens": 7}}),
+            )
+        }
+    }));
+    assert!(tokio::runtime::Handle::try_current().is_err());
+
+    let client = ChatClient::new(
+        ClientConfig::new(Provider::OpenAi, &upstream.base).timeout(Duration::from_secs(10)),
+    )
+    .expect("client");
+    let mut conversation = Conversation::new(Format::Bare);
+    conversation
+        .messages
+        .push(Message::text(Role::User, "hello"));
+    let completion = futures::executor::block_on(client.call(&conversation)).expect("call");
+    assert_eq!(completion.prompt_tokens, Some(7));
+
+    let summarizer = LlmSummarizer::new(client);
+    let request = SummaryRequest {
+        messages: vec![Message::text(
+            Role::User,
+            "a long enough message to summarize ".repeat(40),
+        )],
+        max_tokens: 500,
+        ..SummaryRequest::default()
+    };
+    // Two at once, as the engine's concurrent chunk calls are.
+    let (a, b) = futures::executor::block_on(futures::future::join(
+        summarizer.summarize(&request),
+        summarizer.summarize(&request),
+    ));
+    assert!(a.expect("summary").contains("- item 8"));
+    assert!(b.is_ok());
+    assert_eq!(upstream.hits(), 3);
+}
