@@ -45,7 +45,7 @@ pub fn run(args: &InspectArgs) -> Result<(), CliError> {
     );
     let estimator = Estimator::new(config.weights, multiplier);
     let breakdown = Breakdown::of(&conversation, &estimator, TOP_MESSAGES);
-    let exact = exact_count(&conversation)?;
+    let exact = exact_count(&conversation);
     let text = render(
         &name,
         &conversation,
@@ -57,17 +57,23 @@ pub fn run(args: &InspectArgs) -> Result<(), CliError> {
     crate::input::write(None, text.as_bytes())
 }
 
+/// The exact o200k_base count (feature `exact`); a tokenizer that cannot load is a warning,
+/// not a failure of the whole breakdown.
 #[cfg(feature = "exact")]
-fn exact_count(conversation: &context_cascade::Conversation) -> Result<Option<u64>, CliError> {
+fn exact_count(conversation: &context_cascade::Conversation) -> Option<u64> {
     use context_cascade::estimate::exact::{Encoding, ExactCounter};
-    let counter = ExactCounter::new(Encoding::O200kBase)
-        .map_err(|e| CliError::bad_input("o200k_base", "$", e.to_string()))?;
-    Ok(Some(counter.count_conversation(conversation) as u64))
+    match ExactCounter::new(Encoding::O200kBase) {
+        Ok(counter) => Some(counter.count_conversation(conversation) as u64),
+        Err(error) => {
+            tracing::warn!(%error, "exact token counts unavailable");
+            None
+        }
+    }
 }
 
 #[cfg(not(feature = "exact"))]
-fn exact_count(_conversation: &context_cascade::Conversation) -> Result<Option<u64>, CliError> {
-    Ok(None)
+fn exact_count(_conversation: &context_cascade::Conversation) -> Option<u64> {
+    None
 }
 
 fn render(
