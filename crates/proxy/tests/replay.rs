@@ -1,0 +1,153 @@
+//! Prompt-cache stability: a long real session replayed turn by turn through the proxy.
+//!
+//! The agent resends its whole history on every call, as agents do. The provider's prompt
+//! cache only hits when a request extends the previous one unchanged, so the measure is the
+//! share of upstream requests whose messages start with exactly the previous upstream
+//! request's messages (each message byte for byte) and whose other fields are unchanged.
+
+mod common;
+
+use common::{Script, start};
+use serde_json::{Value, json};
+
+/// The longest session of the fixtures (293 messages, 578k characters).
+const LONG: &str = "claude-code__spotter__4d5611e5-main.json";
+/// A shorter one from another agent (101 messages, 75k characters), for a small window.
+const SHORT: &str = "openhands__llama-4-maverick__ponyc-4588.json";
+
+fn fixture_messages(fixture: &str) -> Vec<Value> {
+    let path = format!(
+        "{}/../../../shared/fixtures/transcripts/{fixture}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let fixture: Value = serde_json::from_slice(&bytes).unwrap();
+    fixture["messages"].as_array().unwrap().clone()
+}
+
+/// The points where the agent called the model: after a user message, or after the last
+/// tool result of a batch.
+fn call_points(messages: &[Value]) -> Vec<usize> {
+    (1..=messages.len())
+        .filter(|&end| {
+            let role = messages[end - 1]["role"].as_str().unwrap_or("");
+            let next_is_tool = messages.get(end).is_some_and(|m| m["role"] == "tool");
+            matches!(role, "user" | "tool") && !next_is_tool
+        })
+        .collect()
+}
+
+/// Whether `current` extends `previous`: same fields besides `messages`, and the previous
+/// messages are a prefix of the current ones, each serialized identically.
+fn extends(previous: &[u8], current: &[u8]) -> bool {
+    let (Ok(Value::Object(mut prev)), Ok(Value::Object(mut cur))) = (
+        serde_json::from_slice::<Value>(previous),
+        serde_json::from_slice::<Value>(current),
+    ) else {
+        return false;
+    };
+    let (Some(Value::Array(pm)), Some(Value::Array(cm))) =
+        (prev.remove("messages"), cur.remove("messages"))
+    else {
+        return false;
+    };
+    prev == cur
+        && pm.len() <= cm.len()
+        && pm
+            .iter()
+            .zip(&cm)
+            .all(|(a, b)| serde_json::to_vec(a).unwrap() == serde_json::to_vec(b).unwrap())
+}
+
+struct Replay {
+    calls: usize,
+    compacted: usize,
+    extending: usize,
+    share: f64,
+    /// Calls where the cascade applied nothing but the upstream request still did not
+    /// extend the previous one (the sticky prefix failed): must be none.
+    unstable_quiet_calls: Vec<usize>,
+}
+
+async fn replay(fixture: &str, window: u64) -> Replay {
+    let messages = fixture_messages(fixture);
+    let mut script = Script::new(u64::MAX);
+    // Roughly what a real tokenizer gives on this kind of text.
+    script.bytes_per_token = 4.0;
+    let h = start(script, |c| c.window = Some(window)).await;
+    let points = call_points(&messages);
+    let mut compacted = 0;
+    let mut applied = Vec::with_capacity(points.len());
+    for &end in &points {
+        let body = json!({"model": "gpt-4o", "max_tokens": 4096, "messages": &messages[..end]});
+        let response = h
+            .client
+            .post(format!("{}/v1/chat/completions", h.proxy))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200, "call ending at message {end}");
+        let steps = response.headers().get("x-context-cascade");
+        applied.push(steps.is_some());
+        if let Some(steps) = steps {
+            compacted += 1;
+            if std::env::var_os("REPLAY_VERBOSE").is_some() {
+                println!("call ending at {end}: {}", steps.to_str().unwrap_or("?"));
+            }
+        }
+    }
+    let seen = h.script.seen();
+    assert_eq!(seen.len(), points.len(), "one upstream request per call");
+    let extended: Vec<bool> = seen
+        .windows(2)
+        .map(|pair| extends(&pair[0].body, &pair[1].body))
+        .collect();
+    let extending = extended.iter().filter(|e| **e).count();
+    let unstable_quiet_calls = (1..seen.len())
+        .filter(|&k| !applied[k] && !extended[k - 1])
+        .map(|k| points[k])
+        .collect();
+    let share = extending as f64 / (seen.len() - 1) as f64;
+    println!(
+        "replay {fixture} at window {window}: {} calls, {compacted} compacted by the cascade, \
+         {extending}/{} upstream requests extend the previous one byte for byte = {:.1}%",
+        seen.len(),
+        seen.len() - 1,
+        share * 100.0
+    );
+    Replay {
+        calls: seen.len(),
+        compacted,
+        extending,
+        share,
+        unstable_quiet_calls,
+    }
+}
+
+#[tokio::test]
+async fn replay_at_128k_keeps_the_prompt_cache_prefix() {
+    let r = replay(LONG, 128_000).await;
+    assert!(r.calls > 100);
+    assert!(r.compacted > 0, "the window must force compaction");
+    assert!(r.extending > 0);
+    assert!(
+        r.unstable_quiet_calls.is_empty(),
+        "{:?}",
+        r.unstable_quiet_calls
+    );
+    assert!(r.share >= 0.8, "prefix-stability share {:.3}", r.share);
+}
+
+#[tokio::test]
+async fn replay_at_a_small_window_extends_whenever_the_cascade_is_quiet() {
+    // A window well under the session's size: the cascade fires often, and each firing
+    // changes the prefix once; every call in between must extend the previous request.
+    let r = replay(SHORT, 12_000).await;
+    assert!(r.compacted > 0 && r.compacted < r.calls);
+    assert!(
+        r.unstable_quiet_calls.is_empty(),
+        "{:?}",
+        r.unstable_quiet_calls
+    );
+}
