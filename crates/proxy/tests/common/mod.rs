@@ -10,6 +10,7 @@ use cascade_proxy::config::IN_MEMORY_DB;
 use cascade_proxy::{AppState, ProxyConfig, router};
 use serde_json::{Value, json};
 
+#[allow(unused_imports)]
 pub use scripted::{OpenAiFlavor, Script};
 
 pub struct Harness {
