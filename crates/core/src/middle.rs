@@ -50,14 +50,10 @@ impl Split {
         self.removed + self.removed_before
     }
 
-    /// Whether the split takes out anything new: folding an old notice into an identical
-    /// one, alone, is no change.
+    /// Whether the split takes out anything new. Folding old notices, or re-summarizing an
+    /// old summary, with nothing new beside them would only rewrite what is there.
     pub fn is_effective(&self) -> bool {
         self.removed > 0
-            || self
-                .fates
-                .iter()
-                .any(|f| matches!(f, Fate::PreviousSummary))
     }
 
     /// The messages taken out that a summary stands for (not the notices and summaries).
@@ -173,6 +169,45 @@ pub fn tail_start(starts: &[usize], recent: usize) -> usize {
         at = starts[at];
     }
     at
+}
+
+/// The longest tail, at least `min_recent` messages, whose result stays within `target`
+/// tokens when the rest of the middle is replaced by a message of `replacement` tokens:
+/// ③ cuts to its target in one step instead of throwing away more than it must. `tokens`
+/// are the messages' estimates, `fixed` what the request costs besides them (tools).
+pub fn longest_tail(
+    starts: &[usize],
+    protected: &[bool],
+    tokens: &[f64],
+    fixed: f64,
+    min_recent: usize,
+    target: u64,
+) -> usize {
+    let n = tokens.len();
+    if n == 0 {
+        return 0;
+    }
+    // protected_before[i]: the protected messages before i; from[i]: every message from i.
+    let mut protected_before = vec![0.0; n + 1];
+    for i in 0..n {
+        protected_before[i + 1] = protected_before[i] + if protected[i] { tokens[i] } else { 0.0 };
+    }
+    let mut from = vec![0.0; n + 1];
+    for i in (0..n).rev() {
+        from[i] = from[i + 1] + tokens[i];
+    }
+    let mut best = min_recent;
+    for recent in min_recent..n {
+        let start = tail_start(starts, recent);
+        if fixed + protected_before[start] + from[start] > target as f64 {
+            break;
+        }
+        best = recent;
+        if start == 0 {
+            break;
+        }
+    }
+    best
 }
 
 /// The number of a `[context compacted: X earlier messages removed…]` notice.

@@ -8,6 +8,7 @@
 //! conversation that is carried forward is not trimmed again on every call.
 
 use crate::conversation::{Conversation, Message, Role};
+use crate::estimate::ClassCounts;
 use crate::middle::{self, KeepRules};
 use crate::repair::repair_tool_pairs;
 use crate::report::{Step, Strategy};
@@ -18,9 +19,9 @@ pub fn recent_messages(conversation: &Conversation, recent: usize) -> usize {
     recent.min(conversation.messages.len() / 3)
 }
 
-/// Applies ③ keeping `rules.recent` messages before the current one. `level` is the
-/// recovery attempt that asked for it. Returns `None` when there is nothing to remove.
-/// `target` is the token budget the caller aims at (reported with the step).
+/// Applies ③ keeping at least `rules.recent` messages before the current one, and as many
+/// more as fit within `target` tokens. `level` is the recovery attempt that asked for it.
+/// Returns `None` when there is nothing to remove.
 pub fn prune_history(
     conversation: &mut Conversation,
     cx: &StepContext<'_>,
@@ -28,6 +29,19 @@ pub fn prune_history(
     level: Option<u8>,
     target: u64,
 ) -> Option<Step> {
+    let starts = middle::exchange_starts(conversation);
+    let protected = middle::irreducible(conversation, &starts);
+    let estimator = &cx.estimator;
+    let tokens: Vec<f64> = (conversation.messages.iter())
+        .map(|m| estimator.weights.prior(&m.counts()) * estimator.multiplier)
+        .collect();
+    let tools = conversation
+        .tools()
+        .map_or(0, |t| estimator.tokens_of(&ClassCounts::of_json(t)));
+    let notice = estimator.message_tokens(&middle::notice_message(usize::MAX));
+    let fixed = (tools + notice) as f64;
+    let recent = middle::longest_tail(&starts, &protected, &tokens, fixed, rules.recent, target);
+    let rules = KeepRules { recent, ..rules };
     let notice = crate::markers::pruned_notice;
     prune_with(
         conversation,

@@ -47,7 +47,10 @@ pub struct Failure {
 }
 
 /// Chooses the longest tail, at most `max_recent` messages, that leaves room for a summary
-/// within `target` tokens. `None` when there is nothing to replace.
+/// within `target` tokens. When even no tail leaves that room (the irreducible part is
+/// large), the target is relaxed to the preemptive threshold, then to the whole budget E:
+/// a summary over the target beats none within E. (Landing under the preemptive threshold
+/// keeps a second compaction from firing again: compacting is idempotent.) `None` when there is nothing new to replace.
 pub fn plan(
     conversation: &Conversation,
     cx: &StepContext<'_>,
@@ -66,34 +69,37 @@ pub fn plan(
         .tools()
         .map_or(0.0, |t| prior(cx, &ClassCounts::of_json(t)));
     let mut fallback = None;
-    for recent in (0..=max_recent).rev() {
-        let rules = KeepRules {
-            recent,
-            keep_summaries,
-        };
-        let split = middle::split(conversation, &starts, &protected, rules);
-        if !split.is_effective() {
-            continue;
-        }
-        let (mut kept, mut replaced) = (tools, 0.0);
-        for (t, fate) in tokens.iter().zip(&split.fates) {
-            match fate {
-                Fate::Keep => kept += t,
-                _ => replaced += t,
+    let relaxed = cx.budget.share(cx.config.preemptive_ratio).max(target);
+    for target in [target, relaxed, cx.budget.effective().max(target)] {
+        for recent in (0..=max_recent).rev() {
+            let rules = KeepRules {
+                recent,
+                keep_summaries,
+            };
+            let split = middle::split(conversation, &starts, &protected, rules);
+            if !split.is_effective() {
+                continue;
             }
+            let (mut kept, mut replaced) = (tools, 0.0);
+            for (t, fate) in tokens.iter().zip(&split.fates) {
+                match fate {
+                    Fate::Keep => kept += t,
+                    _ => replaced += t,
+                }
+            }
+            let room = (target as f64 - kept.ceil()).max(0.0) as u64;
+            let plan = Plan {
+                split,
+                rules,
+                room,
+                replaced_tokens: replaced.ceil() as u64,
+                target,
+            };
+            if room >= MIN_SUMMARY_TOKENS {
+                return Some(plan);
+            }
+            fallback.get_or_insert(plan);
         }
-        let room = (target as f64 - kept.ceil()).max(0.0) as u64;
-        let plan = Plan {
-            split,
-            rules,
-            room,
-            replaced_tokens: replaced.ceil() as u64,
-            target,
-        };
-        if room >= MIN_SUMMARY_TOKENS {
-            return Some(plan);
-        }
-        fallback = Some(plan);
     }
     fallback
 }
@@ -196,7 +202,13 @@ pub(crate) async fn summarize_messages(
         error,
         chunks: Vec::new(),
     };
-    let room = plan.room.min(plan.replaced_tokens.saturating_sub(1));
+    // The room left for the body, in the prior's units (see `SummaryRequest::max_tokens`).
+    let overhead = cx.estimator.message_tokens(&middle::summary_message(""));
+    let room = plan
+        .room
+        .min(plan.replaced_tokens.saturating_sub(1))
+        .saturating_sub(overhead);
+    let room = (room as f64 / cx.estimator.multiplier).floor() as u64;
     if room == 0 {
         return Err(fail(SummaryError::TooLarge {
             summary: 0,
@@ -233,7 +245,8 @@ pub(crate) async fn summarize_messages(
                 messages,
                 previous_summary: if i == 0 { previous.clone() } else { None },
                 partials: Vec::new(),
-                max_tokens: room.min(chunk_tokens.saturating_sub(1)).max(1),
+                max_tokens: room
+                    .min((chunk_tokens.saturating_sub(1) as f64 / cx.estimator.multiplier) as u64),
             }
         })
         .collect();

@@ -24,7 +24,11 @@ pub struct SummaryRequest {
     pub previous_summary: Option<String>,
     /// Chunk summaries to merge into one nine-section summary (then `messages` is empty).
     pub partials: Vec<String>,
-    /// The summary must not exceed this many (estimated) tokens.
+    /// The summary must not exceed this many tokens, as the uncalibrated prior
+    /// (`Estimator::default()`) counts them. The cascade converts the room it has into these
+    /// units, so an offline summarizer can size its text exactly; for an LLM (whose
+    /// tokenizer counts at least about as many tokens as the prior) it is a safe
+    /// `max_tokens`.
     pub max_tokens: u64,
 }
 

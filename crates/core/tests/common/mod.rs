@@ -1,6 +1,8 @@
 //! Test helpers shared by the integration tests: the fixtures and their Anthropic form.
 #![allow(dead_code)]
 
+pub mod invariants;
+
 use serde_json::{Map, Value, json};
 
 /// `../shared/fixtures` beside the repository (CI lays it at the same relative path).

@@ -1,0 +1,315 @@
+//! SPEC.md's seven invariants, checked on one cascade output. Shared by the fixture matrix
+//! and the property tests. Each check returns a description of the first violation.
+
+use context_cascade::format::{self, WriteOptions};
+use context_cascade::markers::{COMPACTED, RESULT_REMOVED, TRUNCATED};
+use context_cascade::middle;
+use context_cascade::{Block, Budget, ContextManager, Conversation, Format, Message, Report, Role};
+
+/// Everything an invariant needs about one run.
+pub struct Run<'a> {
+    pub manager: &'a ContextManager,
+    pub original: &'a Conversation,
+    pub output: &'a Conversation,
+    pub report: &'a Report,
+    pub budget: Budget,
+}
+
+/// Checks invariants 1–5 and 7 (6, idempotence, needs another run: see [`idempotent`]).
+pub fn check(run: &Run<'_>) -> Result<(), String> {
+    kept_unchanged(run).map_err(|e| format!("invariant 1: {e}"))?;
+    tool_pairs(run.output).map_err(|e| format!("invariant 2: {e}"))?;
+    role_order(run.output).map_err(|e| format!("invariant 3: {e}"))?;
+    markers_exact(run.output).map_err(|e| format!("invariant 4: {e}"))?;
+    fits_when_it_can(run).map_err(|e| format!("invariant 5: {e}"))?;
+    accounted(run).map_err(|e| format!("invariant 7: {e}"))?;
+    Ok(())
+}
+
+/// The messages no strategy may remove, in the original (after remember requests are
+/// pinned, as the engine does).
+fn protected(run: &Run<'_>) -> Vec<Message> {
+    let mut original = run.original.clone();
+    run.manager.pin_remember_requests(&mut original);
+    let first_user = original.first_user_index();
+    let n = original.messages.len();
+    original
+        .messages
+        .iter()
+        .enumerate()
+        .filter(|(i, m)| {
+            m.role().is_system() || m.is_pinned() || Some(*i) == first_user || i + 1 == n
+        })
+        .map(|(_, m)| m.clone())
+        .collect()
+}
+
+/// Invariant 1: present, in order, unchanged — a tool result among them may be cut by ①
+/// unless pinned.
+fn kept_unchanged(run: &Run<'_>) -> Result<(), String> {
+    let mut at = 0;
+    for wanted in protected(run) {
+        let found = run.output.messages[at..]
+            .iter()
+            .position(|m| same_or_cut(&wanted, m));
+        match found {
+            Some(offset) => at += offset + 1,
+            None => {
+                let preview: String = wanted.text_content().chars().take(60).collect();
+                return Err(format!(
+                    "a {} message is missing or changed: {preview:?}",
+                    wanted.role().as_str()
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn same_or_cut(wanted: &Message, got: &Message) -> bool {
+    if wanted.role() != got.role() || wanted.blocks().len() < got.blocks().len() {
+        return wanted == got;
+    }
+    if wanted == got {
+        return true;
+    }
+    if wanted.is_pinned() {
+        return false;
+    }
+    wanted
+        .blocks()
+        .iter()
+        .zip(got.blocks())
+        .all(|(w, g)| match (w, g) {
+            (Block::ToolResult(w), Block::ToolResult(g)) => {
+                w.call_id == g.call_id && {
+                    let (wt, gt) = (w.joined_text(), g.joined_text());
+                    wt == gt
+                        || gt
+                            .strip_suffix(TRUNCATED)
+                            .is_some_and(|head| wt.starts_with(head))
+                }
+            }
+            _ => w == g,
+        })
+}
+
+/// Invariant 2: every call has exactly one result after it, every result its call before
+/// it, by the format's rules. Calls in the last message are the pending action. Pairing is
+/// per exchange: some agents reuse call ids across turns (the SWE-agent fixture does).
+pub fn tool_pairs(conversation: &Conversation) -> Result<(), String> {
+    let messages = &conversation.messages;
+    let mut i = 0;
+    while i < messages.len() {
+        let message = &messages[i];
+        let calls: Vec<&str> = message.tool_calls().map(|c| c.id.as_str()).collect();
+        if message.role() != Role::Assistant && !calls.is_empty() {
+            return Err(format!(
+                "message {i}: tool calls outside an assistant message"
+            ));
+        }
+        let results_here = message.tool_results().count();
+        if results_here > 0 && message.role() == Role::Assistant {
+            return Err(format!("message {i}: tool results in an assistant message"));
+        }
+        if results_here > 0 {
+            return Err(format!(
+                "message {i}: a tool result without its call right before it"
+            ));
+        }
+        i += 1;
+        if calls.is_empty() || i == messages.len() {
+            continue;
+        }
+        let mut got: Vec<&str> = Vec::new();
+        match conversation.format {
+            Format::Anthropic => {
+                let next = &messages[i];
+                if next.role() != Role::User {
+                    return Err(format!(
+                        "message {i}: calls of message {} are not answered by the next user message",
+                        i - 1
+                    ));
+                }
+                let leading = next
+                    .blocks()
+                    .iter()
+                    .take_while(|b| matches!(b, Block::ToolResult(_)))
+                    .count();
+                if leading != next.tool_results().count() {
+                    return Err(format!("message {i}: tool results must come first"));
+                }
+                got.extend(next.tool_results().map(|r| r.call_id.as_str()));
+                i += 1;
+            }
+            _ => {
+                while i < messages.len() && messages[i].role().is_tool_result() {
+                    got.extend(messages[i].tool_results().map(|r| r.call_id.as_str()));
+                    i += 1;
+                }
+            }
+        }
+        let mut wanted = calls.clone();
+        wanted.sort_unstable();
+        got.sort_unstable();
+        if wanted != got {
+            return Err(format!(
+                "message before {i}: calls {wanted:?} answered by {got:?}"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Invariant 3: roles valid for the format.
+pub fn role_order(conversation: &Conversation) -> Result<(), String> {
+    for (i, message) in conversation.messages.iter().enumerate() {
+        let role = message.role();
+        match conversation.format {
+            Format::Anthropic => {
+                if role.is_system() && i != 0 {
+                    return Err(format!("message {i}: system message after the start"));
+                }
+                if role.is_tool_result() {
+                    return Err(format!("message {i}: tool role in Anthropic form"));
+                }
+            }
+            _ => {
+                if role.is_tool_result() {
+                    let previous = conversation.messages.get(i.wrapping_sub(1));
+                    let ok = previous.is_some_and(|p| {
+                        p.role().is_tool_result()
+                            || (p.role() == Role::Assistant && p.tool_calls().next().is_some())
+                    });
+                    if !ok {
+                        return Err(format!("message {i}: tool message not after a tool call"));
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Invariant 4: every marker exactly as specified (Rust strings are always whole UTF-8).
+pub fn markers_exact(conversation: &Conversation) -> Result<(), String> {
+    let notice = regex::Regex::new(
+        r"^\[context compacted: \d+ earlier messages removed(; summary unavailable)?\]$",
+    )
+    .unwrap();
+    let texts = conversation
+        .messages
+        .iter()
+        .flat_map(|m| m.blocks())
+        .flat_map(|b| match b {
+            Block::Text(t) => vec![t.text.as_str()],
+            Block::ToolResult(r) => r.content.iter().filter_map(Block::as_text).collect(),
+            _ => vec![],
+        });
+    for text in texts {
+        if text.starts_with("[context compacted") && !notice.is_match(text) {
+            return Err(format!("malformed notice {text:?}"));
+        }
+        if text.starts_with("[compacted") && text != COMPACTED {
+            return Err(format!("malformed placeholder {text:?}"));
+        }
+        if text.starts_with("[tool result removed") && text != RESULT_REMOVED {
+            return Err(format!("malformed synthetic result {text:?}"));
+        }
+        if let Some(at) = text.find("\n[truncated") {
+            if &text[at..] != TRUNCATED {
+                return Err("malformed truncation marker".into());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Tokens of what no strategy may remove in the output: the irreducible messages with
+/// their exchanges, the tool definitions and the notice or summary message.
+pub fn irreducible_tokens(run: &Run<'_>) -> u64 {
+    let output = run.output;
+    let estimator = run.manager.estimator(output.model().unwrap_or(""));
+    let starts = middle::exchange_starts(output);
+    let keep = middle::irreducible(output, &starts);
+    let mut total = output.tools().map_or(0, |t| {
+        estimator.tokens_of(&context_cascade::estimate::ClassCounts::of_json(t))
+    });
+    for (message, kept) in output.messages.iter().zip(keep) {
+        let ours = message.text_content().starts_with("[context ");
+        if kept || ours {
+            total += estimator.message_tokens(message);
+        }
+    }
+    total
+}
+
+/// Invariant 5: if the irreducible part fits (with room for a notice), the result fits.
+fn fits_when_it_can(run: &Run<'_>) -> Result<(), String> {
+    let tokens = run.manager.estimate(run.output);
+    let effective = run.budget.effective();
+    let irreducible = irreducible_tokens(run);
+    if irreducible + 50 <= effective && tokens > effective {
+        return Err(format!(
+            "{tokens} tokens > {effective} although the irreducible part takes {irreducible}"
+        ));
+    }
+    if run.report.fits != (tokens <= effective) {
+        return Err(format!(
+            "report.fits = {} but the estimate is {tokens} for {effective}",
+            run.report.fits
+        ));
+    }
+    Ok(())
+}
+
+/// Invariant 7: the report accounts for every message and every character.
+fn accounted(run: &Run<'_>) -> Result<(), String> {
+    let report = run.report;
+    let removed: usize = report.steps.iter().map(|s| s.messages_removed).sum();
+    let added: usize = report.steps.iter().map(|s| s.messages_added).sum();
+    if report.messages_before + added - removed != report.messages_after
+        || report.messages_after != run.output.messages.len()
+    {
+        return Err(format!(
+            "messages: {} + {added} − {removed} ≠ {} (output has {})",
+            report.messages_before,
+            report.messages_after,
+            run.output.messages.len()
+        ));
+    }
+    let chars = |c: &Conversation| {
+        c.messages
+            .iter()
+            .map(|m| context_cascade::estimate::Weights::chars(&m.counts()))
+            .sum::<u64>()
+    };
+    let chars_removed: u64 = report.steps.iter().map(|s| s.chars_removed).sum();
+    let chars_added: u64 = report.steps.iter().map(|s| s.chars_added).sum();
+    let (before, after) = (chars(run.original), chars(run.output));
+    if before + chars_added != after + chars_removed {
+        return Err(format!(
+            "chars: {before} + {chars_added} added ≠ {after} + {chars_removed} removed"
+        ));
+    }
+    Ok(())
+}
+
+/// Invariant 6: compacting the output again with the same budget changes nothing.
+pub fn idempotent(
+    manager: &ContextManager,
+    output: &Conversation,
+    budget: Budget,
+) -> Result<(), String> {
+    let mut again = output.clone();
+    let report = pollster::block_on(manager.compact_with_summary(&mut again, budget));
+    let a = format::to_vec(output, WriteOptions::default()).map_err(|e| e.to_string())?;
+    let b = format::to_vec(&again, WriteOptions::default()).map_err(|e| e.to_string())?;
+    if a != b {
+        return Err(format!(
+            "invariant 6: a second compaction changed the output ({})",
+            report.summary_line()
+        ));
+    }
+    Ok(())
+}
