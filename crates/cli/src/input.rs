@@ -70,9 +70,11 @@ pub fn write(path: Option<&PathBuf>, bytes: &[u8]) -> Result<(), CliError> {
         }
         _ => {
             let mut out = std::io::stdout().lock();
-            out.write_all(bytes)
-                .and_then(|()| out.flush())
-                .map_err(|e| CliError::write("<stdout>", e))
+            match out.write_all(bytes).and_then(|()| out.flush()) {
+                // The reader went away (`cascade models | head`): nothing left to say.
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+                other => other.map_err(|e| CliError::write("<stdout>", e)),
+            }
         }
     }
 }

@@ -1,9 +1,9 @@
 //! Which window a command works against: `--window`, else the catalog entry of `--model`
 //! or of the body's `model`, else the catalog's default (with a warning).
 
-use context_cascade::Conversation;
-use context_cascade::catalog::{Catalog, DEFAULT_CONTEXT_WINDOW, MatchKind};
+use context_cascade::catalog::{Catalog, DEFAULT_CONTEXT_WINDOW, MatchKind, ModelEntry};
 use context_cascade::config::Budget;
+use context_cascade::{CascadeConfig, ContextManager, Conversation};
 
 /// The window flags shared by `inspect`, `compact` and `replay`.
 #[derive(Debug, Clone, clap::Args)]
@@ -25,8 +25,8 @@ pub struct Resolved {
     pub budget: Budget,
     /// The model the window (and the starting token scale) was looked up for.
     pub model: Option<String>,
-    /// The catalog's starting token scale for that model, if any.
-    pub token_scale: Option<f64>,
+    /// The catalog entry the engine should find for the body's model id.
+    alias: Option<ModelEntry>,
     /// "--window", "catalog: gpt-4o (exact)", "default" ...: shown by `inspect`.
     pub source: String,
 }
@@ -71,11 +71,40 @@ impl WindowArgs {
                 "the output reserve leaves no room for input"
             );
         }
+        let token_scale = lookup.and_then(|l| l.token_scale);
+        if self.model.is_some() && conversation.model().is_none() && token_scale.is_some() {
+            tracing::warn!(
+                "the body names no model: estimates use the default token scale, not the \
+                 starting scale of --model"
+            );
+        }
+        // The engine keys its estimates on the body's model id and looks it up in its own
+        // catalog: tell it what was resolved here, so `--model` decides the token scale too
+        // and an unknown model is warned about once.
+        let alias = conversation.model().map(|body| ModelEntry {
+            id: body.to_owned(),
+            context_window: window,
+            prefix: false,
+            token_scale,
+            note: Some("resolved by the command line".to_owned()),
+        });
         Resolved {
             budget: Budget::new(window, reserve),
             model,
-            token_scale: lookup.and_then(|l| l.token_scale),
             source,
+            alias,
+        }
+    }
+}
+
+impl Resolved {
+    /// The engine for this conversation: default config and the offline summarizer, with the
+    /// catalog told how the body's model was resolved (`--model` included).
+    pub fn manager(&self) -> ContextManager {
+        let manager = ContextManager::new(CascadeConfig::default());
+        match &self.alias {
+            Some(entry) => manager.with_catalog(Catalog::builtin().with_override(entry.clone())),
+            None => manager,
         }
     }
 }

@@ -2,8 +2,8 @@
 
 use std::path::PathBuf;
 
+use context_cascade::Report;
 use context_cascade::format::{self, WriteOptions};
-use context_cascade::{CascadeConfig, ContextManager, Report};
 
 use crate::commands::{FormatArg, SummarizerArg};
 use crate::error::CliError;
@@ -39,10 +39,9 @@ pub struct CompactArgs {
 pub fn run(args: &CompactArgs) -> Result<(), CliError> {
     let (_name, mut conversation) =
         crate::input::read_conversation(args.file.as_deref(), args.format.map(Into::into))?;
-    let budget = args.window.resolve(&conversation).budget;
-    let manager = args
-        .summarizer
-        .install(ContextManager::new(CascadeConfig::default()));
+    let resolved = args.window.resolve(&conversation);
+    let budget = resolved.budget;
+    let manager = args.summarizer.install(resolved.manager());
     let report = pollster::block_on(manager.compact_with_summary(&mut conversation, budget));
 
     let output_name = output_name(args.output.as_ref());

@@ -2,7 +2,6 @@
 
 use std::path::PathBuf;
 
-use context_cascade::calibrate::Calibration;
 use context_cascade::config::CascadeConfig;
 use context_cascade::estimate::Estimator;
 
@@ -35,15 +34,11 @@ pub fn run(args: &InspectArgs) -> Result<(), CliError> {
     let (name, conversation) =
         crate::input::read_conversation(Some(&args.file), args.format.map(Into::into))?;
     let resolved = args.window.resolve(&conversation);
-    let config = CascadeConfig::default();
-    // The same multiplier the engine starts with: the model family's starting scale times
-    // the safety margin of an uncalibrated estimate.
-    let multiplier = Calibration::new().multiplier(
-        resolved.model.as_deref().unwrap_or(""),
-        resolved.token_scale,
-        &config,
-    );
-    let estimator = Estimator::new(config.weights, multiplier);
+    // The estimator the engine uses for this body (`compact` and `replay` count the same):
+    // the model family's starting scale times the margin of an uncalibrated estimate.
+    let estimator = resolved
+        .manager()
+        .estimator(conversation.model().unwrap_or(""));
     let breakdown = Breakdown::of(&conversation, &estimator, TOP_MESSAGES);
     let exact = exact_count(&conversation);
     let text = render(
@@ -112,7 +107,7 @@ fn render(
                 thousands(b.total_tokens),
                 percent(b.total_tokens, effective)
             ),
-            multiplier_note(estimator, resolved),
+            multiplier_note(estimator),
             format!("≈ {chars_per_token:.2} characters per token"),
         ],
     ];
@@ -221,11 +216,13 @@ fn render(
 }
 
 /// Explains the multiplier applied to the prior.
-fn multiplier_note(estimator: &Estimator, resolved: &Resolved) -> String {
+fn multiplier_note(estimator: &Estimator) -> String {
     let margin = CascadeConfig::default().uncalibrated_margin;
-    let base = match resolved.token_scale {
-        Some(scale) => format!("starting scale ×{scale:.2} for this model family, "),
-        None => String::new(),
+    let starting = estimator.multiplier / margin;
+    let base = if (starting - 1.0).abs() > 1e-9 {
+        format!("starting scale ×{starting:.2} for this model family, ")
+    } else {
+        String::new()
     };
     format!(
         "prior ×{:.2} ({base}×{margin:.1} safety margin until calibrated)",

@@ -4,7 +4,6 @@
 use std::io::IsTerminal;
 use std::path::PathBuf;
 
-use context_cascade::{CascadeConfig, ContextManager};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::chart::terminal_width;
@@ -39,10 +38,9 @@ pub struct ReplayArgs {
 pub fn run(args: &ReplayArgs) -> Result<(), CliError> {
     let (name, conversation) =
         crate::input::read_conversation(Some(&args.file), args.format.map(Into::into))?;
-    let budget = args.window.resolve(&conversation).budget;
-    let manager = args
-        .summarizer
-        .install(ContextManager::new(CascadeConfig::default()));
+    let resolved = args.window.resolve(&conversation);
+    let budget = resolved.budget;
+    let manager = args.summarizer.install(resolved.manager());
 
     let turns = call_turns(&conversation).len();
     let progress = (turns > PROGRESS_THRESHOLD && std::io::stderr().is_terminal()).then(|| {
