@@ -492,3 +492,54 @@ fn replay_prints_the_timeline_and_draws_an_svg() {
     assert!(svg.contains("<svg"), "not an SVG");
     assert!(svg.contains("window 32,000"), "the window line is labelled");
 }
+
+#[test]
+fn replay_with_room_to_spare_changes_nothing_and_keeps_every_prefix() {
+    let fixture = transcripts()
+        .into_iter()
+        .min_by_key(|p| std::fs::metadata(p).map(|m| m.len()).unwrap_or(u64::MAX))
+        .expect("a fixture");
+    let value: Value =
+        serde_json::from_str(&std::fs::read_to_string(&fixture).expect("read")).expect("JSON");
+    let turns = value["messages"]
+        .as_array()
+        .expect("messages")
+        .windows(2)
+        .filter(|w| w[1]["role"] == "assistant" && w[0]["role"] != "assistant")
+        .count();
+    let input = wrapped(&fixture);
+    let out = run(&[
+        "replay",
+        input.to_str().expect("utf-8 path"),
+        "--window",
+        "1000000",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains(&format!("calls {turns} · compacted in 0 ·")),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "unchanged (prompt-cache friendly) {turns} of {turns} (100.0%)"
+        )),
+        "{text}"
+    );
+    assert!(text.contains("strategies fired (calls): none"), "{text}");
+}
+
+#[test]
+fn model_flag_sets_the_window_and_the_token_scale() {
+    let input = wrapped(&transcripts()[0]);
+    let (out, _, gpt) = compact(&input, &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(gpt["window"], 128_000, "the body's model, from the catalog");
+    let (out, _, claude) = compact(&input, &["--model", "claude-sonnet-4-5"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(claude["window"], 200_000);
+    let scale = |r: &Value| r["token_scale"].as_f64().expect("token_scale");
+    // Claude counts more tokens for the same text: its starting scale applies.
+    assert!(scale(&claude) > scale(&gpt) * 1.3, "{claude} vs {gpt}");
+    assert!(claude["tokens_before"].as_u64() > gpt["tokens_before"].as_u64());
+}
