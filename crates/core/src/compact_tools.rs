@@ -25,7 +25,11 @@ pub enum CompactMode {
 }
 
 /// Applies ②. Returns the step, or `None` when nothing was compacted.
-pub fn compact_tool_results(conversation: &mut Conversation, cx: &StepContext<'_>, mode: CompactMode) -> Option<Step> {
+pub fn compact_tool_results(
+    conversation: &mut Conversation,
+    cx: &StepContext<'_>,
+    mode: CompactMode,
+) -> Option<Step> {
     let total = cx.tokens(conversation);
     let target = match mode {
         CompactMode::Watermark => {
@@ -50,10 +54,13 @@ pub fn compact_tool_results(conversation: &mut Conversation, cx: &StepContext<'_
         if running <= target {
             break;
         }
-        let Block::ToolResult(result) = &mut conversation.messages[index].blocks_mut()[block] else {
+        let Block::ToolResult(result) = &mut conversation.messages[index].blocks_mut()[block]
+        else {
             continue;
         };
-        let freed = cx.estimator.tokens_of(&ClassCounts::of_blocks(&result.content));
+        let freed = cx
+            .estimator
+            .tokens_of(&ClassCounts::of_blocks(&result.content));
         result.content = vec![Block::text(COMPACTED)];
         result.shape = Shape::String;
         running = running.saturating_sub(freed.saturating_sub(placeholder_tokens));
@@ -107,17 +114,23 @@ fn candidates(conversation: &Conversation, cx: &StepContext<'_>) -> Vec<(usize, 
             if latest.contains(result.call_id.as_str()) {
                 continue;
             }
-            let text_chars: usize = result.content.iter().filter_map(Block::as_text).map(|t| t.chars().count()).sum();
+            let text_chars: usize = result
+                .content
+                .iter()
+                .filter_map(Block::as_text)
+                .map(|t| t.chars().count())
+                .sum();
             let has_binary = result.content.iter().any(|b| !matches!(b, Block::Text(_)));
             if !has_binary && text_chars <= placeholder_chars {
                 continue;
             }
             let compactable = match calls.get(result.call_id.as_str()) {
                 Some(call) => cx.config.tools.is_compactable(&call.name, &call.arguments),
-                None => result
-                    .tool_name
-                    .as_deref()
-                    .is_some_and(|name| cx.config.tools.is_compactable(name, &serde_json::Value::Null)),
+                None => result.tool_name.as_deref().is_some_and(|name| {
+                    cx.config
+                        .tools
+                        .is_compactable(name, &serde_json::Value::Null)
+                }),
             };
             if compactable {
                 out.push((index, block_index));

@@ -37,7 +37,11 @@ pub fn repair_tool_pairs(conversation: &mut Conversation) -> RepairStats {
 }
 
 fn synthetic(call: &ToolCall) -> ToolResult {
-    ToolResult::text(call.id.clone(), Some(call.name.clone()), RESULT_REMOVED.to_owned())
+    ToolResult::text(
+        call.id.clone(),
+        Some(call.name.clone()),
+        RESULT_REMOVED.to_owned(),
+    )
 }
 
 fn repair_openai(messages: Vec<Message>) -> (Vec<Message>, RepairStats) {
@@ -64,7 +68,11 @@ fn repair_openai(messages: Vec<Message>) -> (Vec<Message>, RepairStats) {
         let expected: HashSet<&str> = calls.iter().map(|c| c.id.as_str()).collect();
         let mut seen: HashSet<String> = HashSet::new();
         while let Some((_, next)) = iter.next_if(|(_, m)| m.role().is_tool_result()) {
-            let id = next.tool_results().next().map(|r| r.call_id.clone()).unwrap_or_default();
+            let id = next
+                .tool_results()
+                .next()
+                .map(|r| r.call_id.clone())
+                .unwrap_or_default();
             if expected.contains(id.as_str()) && seen.insert(id) {
                 out.push(next);
             } else {
@@ -84,7 +92,12 @@ fn repair_openai(messages: Vec<Message>) -> (Vec<Message>, RepairStats) {
             } else {
                 Role::Tool
             };
-            out.push(Message::new(role, vec![Block::ToolResult(synthetic(call))], Shape::String, fields));
+            out.push(Message::new(
+                role,
+                vec![Block::ToolResult(synthetic(call))],
+                Shape::String,
+                fields,
+            ));
             stats.results_added += 1;
             stats.messages_added += 1;
             stats.chars_added += RESULT_REMOVED.len() as u64;
@@ -123,14 +136,20 @@ fn repair_anthropic(messages: Vec<Message>) -> (Vec<Message>, RepairStats) {
         if has_results {
             let before = message.blocks().len();
             message.blocks_mut().retain(|b| match b {
-                Block::ToolResult(r) => ids.contains(r.call_id.as_str()) && seen.insert(r.call_id.clone()),
+                Block::ToolResult(r) => {
+                    ids.contains(r.call_id.as_str()) && seen.insert(r.call_id.clone())
+                }
                 _ => true,
             });
             stats.results_dropped += before - message.blocks().len();
         }
         let missing: Vec<&ToolCall> = calls.iter().filter(|c| !seen.contains(&c.id)).collect();
         if !missing.is_empty() {
-            let at = message.blocks().iter().take_while(|b| matches!(b, Block::ToolResult(_))).count();
+            let at = message
+                .blocks()
+                .iter()
+                .take_while(|b| matches!(b, Block::ToolResult(_)))
+                .count();
             let blocks = message.blocks_mut();
             for (k, call) in missing.iter().enumerate() {
                 blocks.insert(at + k, Block::ToolResult(synthetic(call)));
@@ -156,7 +175,10 @@ fn repair_anthropic(messages: Vec<Message>) -> (Vec<Message>, RepairStats) {
 }
 
 fn add_results_message(out: &mut Vec<Message>, calls: &[ToolCall], stats: &mut RepairStats) {
-    let blocks = calls.iter().map(|c| Block::ToolResult(synthetic(c))).collect();
+    let blocks = calls
+        .iter()
+        .map(|c| Block::ToolResult(synthetic(c)))
+        .collect();
     out.push(Message::new(Role::User, blocks, Shape::Parts, Map::new()));
     stats.results_added += calls.len();
     stats.messages_added += 1;

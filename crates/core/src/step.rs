@@ -63,7 +63,8 @@ impl Measure {
     ) -> Step {
         let tokens_after = cx.tokens(conversation);
         let chars_after = chars_of(conversation);
-        let messages_added = (conversation.messages.len() + messages_removed).saturating_sub(self.messages);
+        let messages_added =
+            (conversation.messages.len() + messages_removed).saturating_sub(self.messages);
         Step {
             strategy,
             level,

@@ -16,7 +16,10 @@ use crate::report::{Step, Strategy};
 use crate::step::{Measure, StepContext};
 
 /// Applies ① to every oversized tool result. Returns the step, or `None` when nothing was cut.
-pub fn truncate_tool_results(conversation: &mut Conversation, cx: &StepContext<'_>) -> Option<Step> {
+pub fn truncate_tool_results(
+    conversation: &mut Conversation,
+    cx: &StepContext<'_>,
+) -> Option<Step> {
     let limit = cx.budget.share(cx.config.single_tool_result_share);
     let estimator = cx.estimator;
     let oversized: Vec<usize> = conversation
@@ -40,7 +43,12 @@ pub fn truncate_tool_results(conversation: &mut Conversation, cx: &StepContext<'
         for block in conversation.messages[index].blocks_mut() {
             if let Block::ToolResult(result) = block
                 && estimator.tokens_of(&ClassCounts::of_blocks(&result.content)) > limit
-                && cut_blocks(&mut result.content, limit, &estimator, cx.config.newline_cut_ratio)
+                && cut_blocks(
+                    &mut result.content,
+                    limit,
+                    &estimator,
+                    cx.config.newline_cut_ratio,
+                )
             {
                 cut += 1;
                 added += TRUNCATED.chars().count() as u64;
@@ -63,7 +71,12 @@ pub fn truncate_tool_results(conversation: &mut Conversation, cx: &StepContext<'
 
 /// Cuts the text parts of a result's content to `limit` tokens in all. Returns whether
 /// anything was cut.
-fn cut_blocks(content: &mut Vec<Block>, limit: u64, estimator: &Estimator, newline_ratio: f64) -> bool {
+fn cut_blocks(
+    content: &mut Vec<Block>,
+    limit: u64,
+    estimator: &Estimator,
+    newline_ratio: f64,
+) -> bool {
     let fixed: u64 = content
         .iter()
         .filter(|b| !matches!(b, Block::Text(_)))
@@ -102,7 +115,12 @@ fn cut_blocks(content: &mut Vec<Block>, limit: u64, estimator: &Estimator, newli
 /// Where to cut `text` so that its head costs at most `budget` tokens: `None` if it fits.
 /// The cut lands on a grapheme boundary, moved back to the last newline when that newline
 /// lies past `newline_ratio` of the cut.
-pub fn cut_point(text: &str, budget: f64, estimator: &Estimator, newline_ratio: f64) -> Option<usize> {
+pub fn cut_point(
+    text: &str,
+    budget: f64,
+    estimator: &Estimator,
+    newline_ratio: f64,
+) -> Option<usize> {
     let mut spent = 0.0;
     let mut at = None;
     for (index, ch) in text.char_indices() {
