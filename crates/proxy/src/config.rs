@@ -10,6 +10,7 @@
 //! discover = true                # ask the upstream for its window (llama.cpp, vLLM, Ollama)
 //! summarizer = "offline"         # or an OpenAI/Anthropic-compatible base URL
 //! summarizer_model = "gpt-4o-mini"
+//! summarizer_protocol = "openai"   # or "anthropic"; key in CASCADE_SUMMARIZER_API_KEY
 //! compactable_tools = ["my_reader"]
 //! never_compact_tools = ["notes"]
 //!
@@ -40,24 +41,33 @@ pub const IN_MEMORY_DB: &str = ":memory:";
 pub enum SummarizerChoice {
     /// The deterministic extractive summarizer of the core (no network).
     Offline,
-    /// An LLM behind an OpenAI- or Anthropic-compatible endpoint.
+    /// An LLM behind an OpenAI- or Anthropic-compatible endpoint; its key comes from
+    /// `CASCADE_SUMMARIZER_API_KEY`.
     Llm {
         /// Base URL of the endpoint.
         url: String,
         /// Model to ask (`summarizer_model`), if the endpoint needs one.
         model: Option<String>,
+        /// Speaks Anthropic Messages rather than OpenAI Chat Completions.
+        anthropic: bool,
     },
 }
 
+/// The environment variable that holds the LLM summarizer's API key.
+pub const SUMMARIZER_KEY_ENV: &str = "CASCADE_SUMMARIZER_API_KEY";
+
 impl SummarizerChoice {
-    /// `"offline"` or a URL, as the `--summarizer` flag takes it.
+    /// `"offline"` or a URL, as the `--summarizer` flag takes it. A URL on
+    /// `anthropic.com` speaks Anthropic Messages; any other, OpenAI Chat Completions.
     pub fn parse(text: &str, model: Option<String>) -> Self {
-        if text.trim().eq_ignore_ascii_case("offline") || text.trim().is_empty() {
+        let text = text.trim();
+        if text.eq_ignore_ascii_case("offline") || text.is_empty() {
             SummarizerChoice::Offline
         } else {
             SummarizerChoice::Llm {
-                url: text.trim().to_owned(),
+                url: text.to_owned(),
                 model,
+                anthropic: text.contains("anthropic.com"),
             }
         }
     }
@@ -113,6 +123,8 @@ struct FileConfig {
     never_compact_tools: Vec<String>,
     summarizer: Option<String>,
     summarizer_model: Option<String>,
+    /// `openai` or `anthropic`: the summarizer endpoint's protocol.
+    summarizer_protocol: Option<String>,
     /// Checked here for shape, applied through the catalog.
     #[serde(default)]
     model: Vec<toml::Value>,
@@ -166,6 +178,19 @@ impl ProxyConfig {
         config.never_compact_tools = file.never_compact_tools;
         if let Some(s) = file.summarizer {
             config.summarizer = SummarizerChoice::parse(&s, file.summarizer_model);
+        }
+        if let (Some(protocol), SummarizerChoice::Llm { anthropic, .. }) =
+            (file.summarizer_protocol, &mut config.summarizer)
+        {
+            *anthropic = match protocol.trim().to_ascii_lowercase().as_str() {
+                "anthropic" => true,
+                "openai" => false,
+                other => {
+                    return Err(ProxyError::Config(format!(
+                        "summarizer_protocol = {other:?}: expected \"openai\" or \"anthropic\""
+                    )));
+                }
+            };
         }
         if !file.model.is_empty() {
             // Only the [[model]] tables: the catalog rejects keys it does not know.

@@ -11,6 +11,7 @@ use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use bytes::Bytes;
+use cascade_llm::{ChatClient, ClientConfig, LlmSummarizer, Provider};
 use context_cascade::calibrate::Calibration;
 use context_cascade::catalog::Catalog;
 use context_cascade::config::{Budget, CascadeConfig};
@@ -25,7 +26,7 @@ use context_cascade::{Conversation, Format};
 use futures::StreamExt;
 use serde_json::Value;
 
-use crate::config::{ProxyConfig, SummarizerChoice};
+use crate::config::{ProxyConfig, SUMMARIZER_KEY_ENV, SummarizerChoice};
 use crate::discovery::Windows;
 use crate::error::{ErrorKind, ProxyError, error_response};
 use crate::memory;
@@ -127,9 +128,27 @@ impl AppState {
 fn summarizer(config: &ProxyConfig) -> Result<Arc<dyn Summarizer>, ProxyError> {
     match &config.summarizer {
         SummarizerChoice::Offline => Ok(Arc::new(OfflineSummarizer::default())),
-        SummarizerChoice::Llm { url, .. } => Err(ProxyError::Config(format!(
-            "summarizer {url}: the LLM summarizer is not available in this build; use \"offline\""
-        ))),
+        SummarizerChoice::Llm {
+            url,
+            model,
+            anthropic,
+        } => {
+            let provider = if *anthropic {
+                Provider::Anthropic
+            } else {
+                Provider::OpenAi
+            };
+            let mut client = ClientConfig::new(provider, url.clone());
+            if let Some(model) = model {
+                client = client.model(model.clone());
+            }
+            if let Ok(key) = std::env::var(SUMMARIZER_KEY_ENV) {
+                client = client.api_key(key);
+            }
+            let client = ChatClient::new(client)
+                .map_err(|e| ProxyError::Config(format!("summarizer {url}: {e}")))?;
+            Ok(Arc::new(LlmSummarizer::new(client)))
+        }
     }
 }
 

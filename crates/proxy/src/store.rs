@@ -173,6 +173,15 @@ impl Store {
         Ok(())
     }
 
+    /// How many conversations have a saved upstream request.
+    pub fn session_count(&self) -> rusqlite::Result<u64> {
+        self.lock()
+            .query_row("SELECT COUNT(*) FROM sessions", [], |row| {
+                row.get::<_, i64>(0)
+            })
+            .map(|n| n.max(0) as u64)
+    }
+
     /// Forgets a conversation's last upstream request.
     pub fn delete_session(&self, conversation: &str) -> rusqlite::Result<()> {
         self.lock().execute(

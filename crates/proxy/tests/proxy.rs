@@ -426,3 +426,152 @@ async fn calibration_survives_a_restart() {
     );
     let _ = std::fs::remove_file(&path);
 }
+
+#[tokio::test]
+async fn llm_summarizer_is_used_when_configured() {
+    // The scripted upstream doubles as the summarizer endpoint.
+    let mut script = Script::new(1_000_000);
+    script.report_usage = false;
+    let h = start(script, |c| c.window = Some(4000)).await;
+    let mut config = cascade_proxy::ProxyConfig::new(h.upstream.clone());
+    config.db_path = cascade_proxy::config::IN_MEMORY_DB.into();
+    config.discover = false;
+    config.window = Some(4000);
+    config.summarizer =
+        cascade_proxy::SummarizerChoice::parse(&h.upstream, Some("summarizer-model".into()));
+    let (proxy, state) = common::start_proxy(config).await;
+    let body = json!({"model": "gpt-4o", "messages": history(10, 3000, LAST)});
+    let response = h
+        .client
+        .post(format!("{proxy}/v1/chat/completions"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let seen = h.script.seen();
+    let summarizer_calls: Vec<Value> = seen
+        .iter()
+        .map(|s| serde_json::from_slice::<Value>(&s.body).unwrap())
+        .filter(|b| b["model"] == "summarizer-model")
+        .collect();
+    assert!(
+        !summarizer_calls.is_empty(),
+        "the summarizer endpoint was called"
+    );
+    let last: Value = serde_json::from_slice(&seen.last().unwrap().body).unwrap();
+    assert_eq!(last["model"], "gpt-4o");
+    let header = response.headers()["x-context-cascade"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    assert!(header.contains("summarize"), "{header}");
+    let sent = last["messages"].to_string();
+    assert!(sent.contains("[context summary]"), "{sent}");
+    assert!(sent.contains("scripted summary of the history"), "{sent}");
+    assert!(state.metrics().summary_misses >= 1);
+}
+
+#[tokio::test]
+async fn slow_upstream_gives_504() {
+    let mut script = Script::new(1_000_000);
+    script.delay = std::time::Duration::from_secs(30);
+    let h = start(script, |c| {
+        c.window = Some(128_000);
+        c.upstream_timeout = std::time::Duration::from_millis(300);
+    })
+    .await;
+    let body = anthropic_body("claude-sonnet-4-5", &history(1, 50, LAST), false);
+    let response = post(&h, "/v1/messages", &body).await;
+    assert_eq!(response.status(), 504);
+    let error: Value = response.json().await.unwrap();
+    assert_eq!(error["type"], "error");
+    assert_eq!(error["error"]["type"], "timeout_error");
+}
+
+#[tokio::test]
+async fn client_disconnect_cancels_the_upstream_stream() {
+    use futures::StreamExt;
+    use std::sync::atomic::Ordering;
+
+    let h = start(Script::new(1_000_000), |c| c.window = Some(128_000)).await;
+    let body = json!({"model": "endless", "stream": true, "messages": history(1, 50, LAST)});
+    let response = post(&h, "/v1/chat/completions", &body).await;
+    assert_eq!(response.status(), 200);
+    let mut stream = response.bytes_stream();
+    let first = stream.next().await.unwrap().unwrap();
+    assert!(String::from_utf8_lossy(&first).contains("tick 0"));
+    assert!(!h.script.stream_dropped.load(Ordering::SeqCst));
+    drop(stream);
+    // The proxy notices the closed connection and drops the upstream response; wait for
+    // it (bounded, so a broken proxy fails the test instead of hanging it).
+    let mut dropped = false;
+    for _ in 0..500 {
+        if h.script.stream_dropped.load(Ordering::SeqCst) {
+            dropped = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(dropped, "the upstream stream is still being read");
+}
+
+#[tokio::test]
+async fn sticky_prefix_survives_a_restart() {
+    let path = std::env::temp_dir().join(format!("cascade-proxy-sticky-{}.db", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    let db = path.clone();
+    let mut script = Script::new(1_000_000);
+    script.report_usage = false;
+    let h = start(script, move |c| {
+        c.window = Some(8000);
+        c.db_path = db;
+    })
+    .await;
+    let mut messages = history(12, 1500, LAST);
+    let first = json!({"model": "gpt-4o", "messages": messages.clone()});
+    let response = post(&h, "/v1/chat/completions", &first).await;
+    assert!(
+        response.headers().contains_key("x-context-cascade"),
+        "compaction needed"
+    );
+    // Let the background write of the sticky prefix land before the restart.
+    let mut config = cascade_proxy::ProxyConfig::new(h.upstream.clone());
+    config.db_path = path.clone();
+    config.window = Some(8000);
+    config.discover = false;
+    let store = cascade_proxy::store::Store::open(&path).unwrap();
+    for _ in 0..500 {
+        if store.session_count().unwrap() > 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let (proxy, _state) = common::start_proxy(config).await;
+    messages.push(json!({"role": "assistant", "content": "Fixed the index."}));
+    messages.push(json!({"role": "user", "content": "Thanks, now run the tests."}));
+    let second = json!({"model": "gpt-4o", "messages": messages});
+    let response = h
+        .client
+        .post(format!("{proxy}/v1/chat/completions"))
+        .json(&second)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert!(!response.headers().contains_key("x-context-cascade"));
+    let seen = h.script.seen();
+    let previous: Value = serde_json::from_slice(&seen[0].body).unwrap();
+    let current: Value = serde_json::from_slice(&seen[1].body).unwrap();
+    let (p, c) = (
+        previous["messages"].as_array().unwrap(),
+        current["messages"].as_array().unwrap(),
+    );
+    assert_eq!(c.len(), p.len() + 2);
+    assert_eq!(
+        &c[..p.len()],
+        &p[..],
+        "the restarted proxy re-applied the same compaction"
+    );
+    let _ = std::fs::remove_file(&path);
+}

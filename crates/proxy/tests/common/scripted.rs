@@ -7,7 +7,9 @@
 //! deliberately not the proxy's estimator.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use axum::Router;
 use axum::body::{Body, Bytes};
@@ -54,6 +56,10 @@ pub struct Script {
     /// Canned answers for the next requests: (status, JSON body, extra headers).
     pub canned: Mutex<VecDeque<Canned>>,
     pub seen: Mutex<Vec<Seen>>,
+    /// How long the chat and messages routes wait before answering.
+    pub delay: Duration,
+    /// Set when an endless stream (model `endless`) was dropped: its client went away.
+    pub stream_dropped: AtomicBool,
 }
 
 impl Script {
@@ -67,6 +73,8 @@ impl Script {
             n_ctx: None,
             canned: Mutex::new(VecDeque::new()),
             seen: Mutex::new(Vec::new()),
+            delay: Duration::ZERO,
+            stream_dropped: AtomicBool::new(false),
         }
     }
 
@@ -155,7 +163,21 @@ fn last_user_text(request: &Value) -> String {
     String::new()
 }
 
+/// A summarizer's request (the LLM summarizer's system prompt asks for nine headings) is
+/// answered with a nine-section summary; anything else with a line naming the request.
 fn reply_text(request: &Value) -> String {
+    let system = request["messages"][0]["content"].as_str().unwrap_or("");
+    if system.contains("nine headings") {
+        return (0..9)
+            .map(|i| {
+                format!(
+                    "{}\n- scripted summary of the history",
+                    context_cascade::summarizer::section_heading(i)
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+    }
     let count = request["messages"].as_array().map_or(0, Vec::len);
     format!(
         "scripted reply to {count} messages: {}",
@@ -164,6 +186,9 @@ fn reply_text(request: &Value) -> String {
 }
 
 async fn chat(State(script): State<Arc<Script>>, headers: HeaderMap, body: Bytes) -> Response {
+    if !script.delay.is_zero() {
+        tokio::time::sleep(script.delay).await;
+    }
     let canned = script.canned.lock().unwrap().pop_front();
     if let Some((status, text, extra)) = canned {
         record(&script, "/v1/chat/completions", &headers, &body, status);
@@ -195,6 +220,9 @@ async fn chat(State(script): State<Arc<Script>>, headers: HeaderMap, body: Bytes
     record(&script, "/v1/chat/completions", &headers, &body, 200);
     let text = reply_text(&request);
     let model = request["model"].as_str().unwrap_or("scripted").to_string();
+    if model == "endless" {
+        return endless(script.clone());
+    }
     if request["stream"] == true {
         let include_usage = request["stream_options"]["include_usage"] == true;
         let mut events = Vec::new();
@@ -234,6 +262,9 @@ async fn chat(State(script): State<Arc<Script>>, headers: HeaderMap, body: Bytes
 }
 
 async fn messages(State(script): State<Arc<Script>>, headers: HeaderMap, body: Bytes) -> Response {
+    if !script.delay.is_zero() {
+        tokio::time::sleep(script.delay).await;
+    }
     let canned = script.canned.lock().unwrap().pop_front();
     if let Some((status, text, extra)) = canned {
         record(&script, "/v1/messages", &headers, &body, status);
@@ -304,6 +335,32 @@ fn sse_response(events: Vec<String>) -> Response {
             .into_iter()
             .map(|e| Ok::<_, std::io::Error>(Bytes::from(e))),
     );
+    let mut response = Response::new(Body::from_stream(stream));
+    response
+        .headers_mut()
+        .insert("content-type", "text/event-stream".parse().unwrap());
+    response
+}
+
+/// Sets the script's flag when dropped (the stream it lives in was abandoned).
+struct DropFlag(Arc<Script>);
+
+impl Drop for DropFlag {
+    fn drop(&mut self) {
+        self.0.stream_dropped.store(true, Ordering::SeqCst);
+    }
+}
+
+/// A stream that never ends: a chunk every 20 ms until the client goes away.
+fn endless(script: Arc<Script>) -> Response {
+    let flag = DropFlag(script);
+    let stream = futures::stream::unfold((flag, 0u64), |(flag, n)| async move {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let event = format!(
+            "data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"tick {n} \"}}}}]}}\n\n"
+        );
+        Some((Ok::<_, std::io::Error>(Bytes::from(event)), (flag, n + 1)))
+    });
     let mut response = Response::new(Body::from_stream(stream));
     response
         .headers_mut()
