@@ -20,7 +20,7 @@ use crate::report::Report;
 use crate::retry::Recovery;
 use crate::step::StepContext;
 use crate::summarizer::Summarizer;
-use crate::truncate::truncate_tool_results;
+use crate::truncate::{truncate_to_fit, truncate_tool_results};
 use crate::{degrade, middle, summarize};
 
 /// Keeps conversations inside their budget: the cascade, its configuration, the injected
@@ -297,12 +297,13 @@ impl ContextManager {
                     .await;
             }
             Recovery::BareNotice => {
-                report.steps.extend(degrade::bare_notice(
-                    conversation,
-                    &cx,
-                    0,
-                    budget.effective(),
-                ));
+                let target = budget.effective();
+                report
+                    .steps
+                    .extend(degrade::bare_notice(conversation, &cx, 0, target));
+                report
+                    .steps
+                    .extend(truncate_to_fit(conversation, &cx, target, level));
             }
         }
     }

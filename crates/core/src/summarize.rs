@@ -210,10 +210,8 @@ pub(crate) async fn summarize_messages(
         .saturating_sub(overhead);
     let room = (room as f64 / cx.estimator.multiplier).floor() as u64;
     if room == 0 {
-        return Err(fail(SummaryError::TooLarge {
-            summary: 0,
-            replaced: plan.replaced_tokens,
-        }));
+        let why = "no room is left for a summary within the budget";
+        return Err(fail(SummaryError::Unavailable(why.into())));
     }
     let chunks = split_chunks(
         messages,

@@ -21,6 +21,44 @@ pub fn truncate_tool_results(
     cx: &StepContext<'_>,
 ) -> Option<Step> {
     let limit = cx.budget.share(cx.config.single_tool_result_share);
+    truncate_over(conversation, cx, limit, None)
+}
+
+/// The last resort of the recovery (attempt 4): when what must stay still overflows
+/// because the current turn's parallel results add up to more than the budget (each under
+/// ①'s share), ① cuts every unpinned result to an equal share of the room left, so that
+/// the request fits. `None` when cutting cannot make it fit or nothing needs cutting.
+pub fn truncate_to_fit(
+    conversation: &mut Conversation,
+    cx: &StepContext<'_>,
+    target: u64,
+    level: Option<u8>,
+) -> Option<Step> {
+    let total = cx.tokens(conversation);
+    if total <= target {
+        return None;
+    }
+    let results: Vec<u64> = (conversation.messages.iter())
+        .filter(|m| !m.is_pinned())
+        .flat_map(|m| m.tool_results())
+        .map(|r| cx.estimator.tokens_of(&ClassCounts::of_blocks(&r.content)))
+        .collect();
+    let in_results: u64 = results.iter().sum();
+    let others = total.saturating_sub(in_results);
+    let count = results.len() as u64;
+    let room = target.checked_sub(others)?;
+    let limit = room.checked_div(count)?;
+    (limit > cx.estimator.text_tokens(TRUNCATED) * 2).then_some(())?;
+    truncate_over(conversation, cx, limit, level)
+}
+
+/// Cuts every unpinned tool result over `limit` tokens to that limit.
+fn truncate_over(
+    conversation: &mut Conversation,
+    cx: &StepContext<'_>,
+    limit: u64,
+    level: Option<u8>,
+) -> Option<Step> {
     let estimator = cx.estimator;
     let oversized: Vec<usize> = conversation
         .messages
@@ -60,7 +98,7 @@ pub fn truncate_tool_results(
         cx,
         conversation,
         Strategy::TruncateToolResult,
-        None,
+        level,
         oversized.len(),
         0,
         added,
