@@ -48,7 +48,7 @@ pub fn conversation_key(headers: &HeaderMap, body: &Value, format: Format) -> St
         }
     }
     hasher.update(b"\0");
-    if let Some(first) = messages.iter().find(|m| user_text(m, format).is_some()) {
+    if let Some(first) = messages.iter().find(|m| user_text(m).is_some()) {
         hasher.update(
             first
                 .get("content")
@@ -72,8 +72,9 @@ fn is_system(message: &Value) -> bool {
     )
 }
 
-/// The text a user wrote in a message (not tool results), if it is a user message with text.
-pub fn user_text(message: &Value, format: Format) -> Option<String> {
+/// The text a user wrote in a message (text parts only, not tool results), if it is a user
+/// message with text. The same reading serves both formats.
+pub fn user_text(message: &Value) -> Option<String> {
     if message.get("role").and_then(Value::as_str) != Some("user") {
         return None;
     }
@@ -94,15 +95,14 @@ pub fn user_text(message: &Value, format: Format) -> Option<String> {
         }
         _ => return None,
     };
-    let _ = format;
     (!text.trim().is_empty()).then_some(text)
 }
 
 /// The remember requests among a request's user messages, in order.
-pub fn remember_requests(body: &Value, format: Format, policy: &RememberPolicy) -> Vec<String> {
+pub fn remember_requests(body: &Value, policy: &RememberPolicy) -> Vec<String> {
     messages_of(body)
         .iter()
-        .filter_map(|m| user_text(m, format))
+        .filter_map(user_text)
         .filter(|text| policy.is_remember_request(text))
         .collect()
 }
@@ -113,11 +113,8 @@ pub fn fact_hash(text: &str) -> String {
 }
 
 /// The stored facts this request no longer carries in any user message.
-pub fn missing_facts(body: &Value, format: Format, facts: &[String]) -> Vec<String> {
-    let texts: Vec<String> = messages_of(body)
-        .iter()
-        .filter_map(|m| user_text(m, format))
-        .collect();
+pub fn missing_facts(body: &Value, facts: &[String]) -> Vec<String> {
+    let texts: Vec<String> = messages_of(body).iter().filter_map(user_text).collect();
     facts
         .iter()
         .filter(|fact| !texts.iter().any(|t| t.contains(fact.as_str())))
@@ -181,7 +178,7 @@ mod tests {
             {"role": "user", "content": "hi"},
             {"role": "user", "content": "Please remember that the deploy key is K-42."}
         ]});
-        let facts = remember_requests(&first, Format::OpenAi, &policy);
+        let facts = remember_requests(&first, &policy);
         assert_eq!(facts.len(), 1);
         let mut later = json!({"model": "m", "messages": [
             {"role": "system", "content": "sys"},
@@ -191,7 +188,7 @@ mod tests {
             conversation_key(&HeaderMap::new(), &first, Format::OpenAi),
             conversation_key(&HeaderMap::new(), &later, Format::OpenAi)
         );
-        let missing = missing_facts(&later, Format::OpenAi, &facts);
+        let missing = missing_facts(&later, &facts);
         assert_eq!(missing, facts);
         inject(&mut later, Format::OpenAi, &missing);
         assert_eq!(later["messages"][1]["role"], "system");
@@ -201,7 +198,7 @@ mod tests {
                 .unwrap()
                 .contains("K-42")
         );
-        assert!(missing_facts(&first, Format::OpenAi, &facts).is_empty());
+        assert!(missing_facts(&first, &facts).is_empty());
     }
 
     #[test]

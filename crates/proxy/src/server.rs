@@ -157,8 +157,9 @@ pub fn router(state: Arc<AppState>) -> Router {
     Router::new()
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/metrics", get(metrics))
-        .route("/v1/chat/completions", post(openai))
-        .route("/v1/messages", post(anthropic))
+        // Other methods on the cascade paths are forwarded like any other request.
+        .route("/v1/chat/completions", post(openai).fallback(passthrough))
+        .route("/v1/messages", post(anthropic).fallback(passthrough))
         .fallback(passthrough)
         .with_state(state)
 }
@@ -366,7 +367,7 @@ async fn cascade(state: &Arc<AppState>, format: Format, request: Request) -> Res
 fn remember(state: &AppState, key: &str, body: &mut Value, format: Format) {
     let policy = &state.manager.config().remember;
     let mut stored = 0;
-    for text in memory::remember_requests(body, format, policy) {
+    for text in memory::remember_requests(body, policy) {
         match state.store.add_fact(key, &memory::fact_hash(&text), &text) {
             Ok(true) => stored += 1,
             Ok(false) => {}
@@ -380,7 +381,7 @@ fn remember(state: &AppState, key: &str, body: &mut Value, format: Format) {
             Vec::new()
         }
     };
-    let missing = memory::missing_facts(body, format, &facts);
+    let missing = memory::missing_facts(body, &facts);
     memory::inject(body, format, &missing);
     state.metrics.facts(stored, missing.len());
 }

@@ -8,6 +8,7 @@
 use std::time::Duration;
 
 use axum::body::Body;
+use axum::http::header::CONTENT_TYPE;
 use axum::http::{HeaderMap, HeaderName, Method, StatusCode};
 use axum::response::Response;
 use bytes::Bytes;
@@ -95,12 +96,12 @@ impl UpstreamCall<'_> {
         };
         let body = to_vec(conversation, options)
             .map_err(|e| LlmError::Transport(format!("could not write the request: {e}")))?;
-        let request = self
-            .client
-            .post(&self.url)
-            .headers(self.headers.clone())
-            .body(body)
-            .send();
+        let mut request = self.client.post(&self.url).headers(self.headers.clone());
+        if !self.headers.contains_key(CONTENT_TYPE) {
+            // The body is JSON whatever the client said (or did not say).
+            request = request.header(CONTENT_TYPE, "application/json");
+        }
+        let request = request.body(body).send();
         let response = match tokio::time::timeout(self.timeout, request).await {
             Err(_) => return Err(LlmError::Timeout),
             Ok(Err(e)) => return Err(transport_error(&e)),

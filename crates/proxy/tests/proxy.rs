@@ -575,3 +575,21 @@ async fn sticky_prefix_survives_a_restart() {
     );
     let _ = std::fs::remove_file(&path);
 }
+
+#[tokio::test]
+async fn other_methods_on_cascade_paths_are_forwarded() {
+    let h = start(Script::new(1_000_000), |c| c.window = Some(128_000)).await;
+    // The scripted upstream has no GET on this path: its 405 comes back as it is.
+    let response = h
+        .client
+        .get(format!("{}/v1/chat/completions", h.proxy))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 405);
+    let text = metrics_text(&h).await;
+    assert!(
+        text.contains("cascade_requests_total{route=\"other\",status=\"405\"} 1"),
+        "{text}"
+    );
+}
