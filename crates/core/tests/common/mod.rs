@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod invariants;
+pub mod scripted;
 
 use serde_json::{Map, Value, json};
 

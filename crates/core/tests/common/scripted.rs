@@ -1,0 +1,187 @@
+//! Scripted doubles for the engine tests: an `Llm` and a `Summarizer` that answer from a
+//! script (a closure of the call index and the request) and record every request they get,
+//! plus the real provider error bodies the scripts answer with.
+
+use std::sync::Mutex;
+
+use context_cascade::Conversation;
+use context_cascade::estimate::{ClassCounts, Weights};
+use context_cascade::llm::{Completion, Llm, LlmError};
+use context_cascade::markers::SUMMARY_SECTIONS;
+use context_cascade::summarizer::{BoxFuture, Summarizer, SummaryError, SummaryRequest};
+
+/// The answer of one scripted LLM call.
+pub type LlmAnswer = Result<Completion<String>, LlmError>;
+
+/// An `Llm` whose answers come from `script(call_index, conversation)` (0-based), and that
+/// keeps a copy of every conversation it was sent.
+pub struct ScriptedLlm<F> {
+    script: F,
+    received: Mutex<Vec<Conversation>>,
+}
+
+impl<F> ScriptedLlm<F>
+where
+    F: Fn(usize, &Conversation) -> LlmAnswer + Send + Sync,
+{
+    pub fn new(script: F) -> Self {
+        ScriptedLlm {
+            script,
+            received: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Every conversation sent so far, in order.
+    pub fn received(&self) -> Vec<Conversation> {
+        self.received.lock().unwrap().clone()
+    }
+
+    /// How many calls were made.
+    pub fn calls(&self) -> usize {
+        self.received.lock().unwrap().len()
+    }
+}
+
+impl<F> Llm for ScriptedLlm<F>
+where
+    F: Fn(usize, &Conversation) -> LlmAnswer + Send + Sync,
+{
+    type Output = String;
+
+    fn call<'a>(&'a self, conversation: &'a Conversation) -> BoxFuture<'a, LlmAnswer> {
+        let index = {
+            let mut received = self.received.lock().unwrap();
+            received.push(conversation.clone());
+            received.len() - 1
+        };
+        let answer = (self.script)(index, conversation);
+        Box::pin(std::future::ready(answer))
+    }
+}
+
+/// A successful completion reporting `prompt_tokens`.
+pub fn ok(prompt_tokens: Option<u64>) -> LlmAnswer {
+    Ok(Completion {
+        output: "done".to_owned(),
+        prompt_tokens,
+    })
+}
+
+/// The uncalibrated prior of a request, as the upstream doubles count it (the same number
+/// as `ContextManager::prior`).
+pub fn prior_of(conversation: &Conversation) -> f64 {
+    Weights::default().prior(&ClassCounts::of_conversation(conversation))
+}
+
+/// An upstream tokenizer that counts `scale` times the prior.
+pub fn count_of(conversation: &Conversation, scale: f64) -> u64 {
+    (prior_of(conversation) * scale).ceil() as u64
+}
+
+/// Real overflow bodies, with and without the token counts quoted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Provider {
+    OpenAi,
+    Anthropic,
+    LlamaCpp,
+}
+
+pub const PROVIDERS: [Provider; 3] = [Provider::OpenAi, Provider::Anthropic, Provider::LlamaCpp];
+
+/// The provider's overflow answer quoting `observed` prompt tokens and its `limit`.
+pub fn overflow_with_counts(provider: Provider, observed: u64, limit: u64) -> LlmError {
+    match provider {
+        Provider::OpenAi => LlmError::status(
+            400,
+            format!(
+                r#"{{"error":{{"message":"This model's maximum context length is {limit} tokens. However, your messages resulted in {observed} tokens.","type":"invalid_request_error","code":"context_length_exceeded"}}}}"#
+            ),
+        ),
+        Provider::Anthropic => LlmError::status(
+            400,
+            format!(
+                r#"{{"type":"error","error":{{"type":"invalid_request_error","message":"prompt is too long: {observed} tokens > {limit} maximum"}}}}"#
+            ),
+        ),
+        Provider::LlamaCpp => LlmError::status(
+            400,
+            format!(
+                r#"{{"error":{{"code":400,"message":"the request exceeds the available context size. try increasing the context size or enable context shift","type":"exceed_context_size_error","n_prompt_tokens":{observed},"n_ctx":{limit}}}}}"#
+            ),
+        ),
+    }
+}
+
+/// The provider's overflow answer without any number in it.
+pub fn overflow_without_counts(provider: Provider) -> LlmError {
+    match provider {
+        Provider::OpenAi => LlmError::status(
+            400,
+            r#"{"error":{"message":"Your input exceeds the context window of this model. Please adjust your input and try again.","type":"invalid_request_error","param":"input","code":"context_length_exceeded"}}"#,
+        ),
+        Provider::Anthropic => LlmError::status(
+            413,
+            r#"{"type":"error","error":{"type":"request_too_large","message":"Request exceeds the maximum size"}}"#,
+        ),
+        Provider::LlamaCpp => LlmError::status(
+            400,
+            "400 the request exceeds the available context size, try increasing it",
+        ),
+    }
+}
+
+/// The answer of one scripted summarizer call.
+pub type SummaryAnswer = Result<String, SummaryError>;
+
+/// A `Summarizer` whose answers come from `script(call_index, request)` (0-based, in the
+/// order the engine asks: chunks in order, then the merge), and that keeps every request.
+pub struct ScriptedSummarizer<F> {
+    script: F,
+    requests: Mutex<Vec<SummaryRequest>>,
+}
+
+impl<F> ScriptedSummarizer<F>
+where
+    F: Fn(usize, &SummaryRequest) -> SummaryAnswer + Send + Sync,
+{
+    pub fn new(script: F) -> Self {
+        ScriptedSummarizer {
+            script,
+            requests: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Every request received so far, in order.
+    pub fn requests(&self) -> Vec<SummaryRequest> {
+        self.requests.lock().unwrap().clone()
+    }
+}
+
+impl<F> Summarizer for ScriptedSummarizer<F>
+where
+    F: Fn(usize, &SummaryRequest) -> SummaryAnswer + Send + Sync,
+{
+    fn id(&self) -> String {
+        "scripted".to_owned()
+    }
+
+    fn summarize<'a>(&'a self, request: &'a SummaryRequest) -> BoxFuture<'a, SummaryAnswer> {
+        let index = {
+            let mut requests = self.requests.lock().unwrap();
+            requests.push(request.clone());
+            requests.len() - 1
+        };
+        let answer = (self.script)(index, request);
+        Box::pin(std::future::ready(answer))
+    }
+}
+
+/// A short summary in the nine sections, tagged so that a test can find it again.
+pub fn nine_sections(tag: &str) -> String {
+    SUMMARY_SECTIONS
+        .iter()
+        .enumerate()
+        .map(|(i, title)| format!("## {}. {title}\n- {tag}", i + 1))
+        .collect::<Vec<_>>()
+        .join("\n")
+}

@@ -1,0 +1,467 @@
+//! The retry loop (`ContextManager::call`) against scripted LLMs: overflows k times with and
+//! without quoted counts, an upstream that enforces a real token limit, an overflow no
+//! strategy can fix, errors that are not overflows, steps that free too little, and a
+//! provider that quotes a smaller window than ours.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::invariants;
+use common::scripted::{
+    PROVIDERS, Provider, ScriptedLlm, ScriptedSummarizer, count_of, nine_sections, ok,
+    overflow_with_counts, overflow_without_counts,
+};
+use context_cascade::format::{self, WriteOptions};
+use context_cascade::llm::LlmError;
+use context_cascade::{
+    Budget, CallError, CascadeConfig, ContextManager, Conversation, Report, Strategy,
+};
+use serde_json::json;
+
+const MODEL: &str = "gpt-4o";
+/// The window every provider double enforces (and quotes).
+const LIMIT: u64 = 8_192;
+/// How many more tokens the provider doubles count than the prior: a tokenizer the
+/// estimate has to learn.
+const PROVIDER_SCALE: f64 = 1.3;
+
+/// A coding-agent session: system, the first request, `turns` exchanges of about `chars`
+/// characters per message (some through a tool the cascade may not compact), and the
+/// current request.
+fn session(turns: usize, chars: usize, current: &str) -> Conversation {
+    let mut messages = vec![
+        json!({"role": "system", "content": "You are a careful coding agent. Explain before you edit."}),
+        json!({"role": "user", "content": "The CI is red: fix the failing test in src/parser.rs without changing the public API."}),
+    ];
+    for turn in 0..turns {
+        let filler = |who: &str| {
+            let line = format!(
+                "{who} {turn}: looked at src/module_{turn}.rs, line {}, and the parser state. ",
+                turn * 7
+            );
+            line.repeat(chars / line.len() + 1)[..chars].to_owned()
+        };
+        if turn % 4 == 3 {
+            let id = format!("call_{turn}");
+            messages.push(json!({"role": "assistant", "content": filler("plan"), "tool_calls": [
+                {"id": id, "type": "function", "function": {"name": "lookup_ticket", "arguments": format!("{{\"ticket\": {turn}}}")}}]}));
+            messages.push(json!({"role": "tool", "tool_call_id": id, "content": filler("ticket")}));
+        } else {
+            messages.push(json!({"role": "assistant", "content": filler("assistant")}));
+            messages.push(json!({"role": "user", "content": filler("user")}));
+        }
+    }
+    messages.push(json!({"role": "user", "content": current}));
+    let body = json!({"model": MODEL, "messages": messages});
+    format::parse(body.to_string().as_bytes(), None).unwrap()
+}
+
+/// The session the overflow tests send: the manager's uncalibrated estimate (prior × 1.1)
+/// stays under the preemptive threshold of LIMIT, so the first call goes out unchanged,
+/// while the provider (prior × 1.3) counts more than LIMIT.
+fn overflowing_session() -> Conversation {
+    let current = "Now run the whole suite and tell me what is still red.";
+    let conversation = (1..)
+        .map(|turns| session(turns, 600, current))
+        .find(|c| count_of(c, PROVIDER_SCALE) > LIMIT)
+        .unwrap();
+    let manager = ContextManager::new(CascadeConfig::default());
+    assert!(!manager.should_preemptive_compact(&conversation, Budget::new(LIMIT, 0)));
+    assert!(count_of(&conversation, PROVIDER_SCALE) > LIMIT);
+    conversation
+}
+
+fn manager_with_summaries() -> ContextManager {
+    let summarizer = ScriptedSummarizer::new(|i, _| Ok(nine_sections(&format!("summary {i}"))));
+    ContextManager::new(CascadeConfig::default()).with_summarizer(Arc::new(summarizer))
+}
+
+fn bytes(conversation: &Conversation) -> usize {
+    format::to_vec(conversation, WriteOptions::default())
+        .unwrap()
+        .len()
+}
+
+/// The first user message and the current message went out unchanged in every request, and
+/// every retried request is smaller than the one before, in bytes and in the estimate.
+fn check_requests(manager: &ContextManager, original: &Conversation, received: &[Conversation]) {
+    let first_user = &original.messages[original.first_user_index().unwrap()];
+    let current = original.messages.last().unwrap();
+    for (i, sent) in received.iter().enumerate() {
+        assert!(
+            sent.messages.contains(first_user),
+            "call {i}: first user message lost"
+        );
+        assert_eq!(
+            sent.messages.last(),
+            Some(current),
+            "call {i}: current message lost"
+        );
+        invariants::tool_pairs(sent).unwrap_or_else(|e| panic!("call {i}: {e}"));
+        invariants::role_order(sent).unwrap_or_else(|e| panic!("call {i}: {e}"));
+        invariants::markers_exact(sent).unwrap_or_else(|e| panic!("call {i}: {e}"));
+    }
+    let estimator = manager.estimator(MODEL);
+    for pair in received.windows(2) {
+        assert!(
+            bytes(&pair[1]) < bytes(&pair[0]),
+            "a retried request is not smaller"
+        );
+        assert!(estimator.tokens(&pair[1]) < estimator.tokens(&pair[0]));
+    }
+}
+
+/// (strategy, level) of every step, in order.
+fn steps(report: &Report) -> Vec<(Strategy, Option<u8>)> {
+    report.steps.iter().map(|s| (s.strategy, s.level)).collect()
+}
+
+/// Every recovery attempt, in order, as the report lists it: ③ at 0.75·E, ④ at 0.6·E, ④ at
+/// 0.5·E, ⑤'s bare notice.
+const EVERY_RECOVERY: [(Strategy, Option<u8>); 4] = [
+    (Strategy::PruneHistory, Some(1)),
+    (Strategy::Summarize, Some(2)),
+    (Strategy::Summarize, Some(3)),
+    (Strategy::Degrade, Some(3)),
+];
+
+fn overflow_k_times(k: usize, provider: Provider, quoted: bool) {
+    let what = format!("k = {k}, {provider:?}, counts quoted: {quoted}");
+    let manager = manager_with_summaries();
+    let original = overflowing_session();
+    let llm = ScriptedLlm::new(move |i, sent: &Conversation| {
+        let count = count_of(sent, PROVIDER_SCALE);
+        if i >= k {
+            ok(Some(count))
+        } else if quoted {
+            Err(overflow_with_counts(provider, count, LIMIT))
+        } else {
+            Err(overflow_without_counts(provider))
+        }
+    });
+    let mut conversation = original.clone();
+    let result = pollster::block_on(manager.call(&llm, &mut conversation, Budget::new(LIMIT, 0)));
+    let received = llm.received();
+    assert!(received.len() <= 5, "{what}: {} calls", received.len());
+    check_requests(&manager, &original, &received);
+    match result {
+        Ok(called) => {
+            assert!(k <= 4, "{what}: succeeded");
+            assert_eq!(called.report.calls, k + 1, "{what}");
+            assert_eq!(received.len(), k + 1, "{what}");
+            assert_eq!(called.report.overflows, k, "{what}");
+            assert_eq!(steps(&called.report), EVERY_RECOVERY[..k], "{what}");
+            assert_eq!(&conversation, received.last().unwrap(), "{what}");
+            assert_eq!(called.report.degraded, k == 4, "{what}");
+        }
+        Err(CallError::Exhausted { report }) => {
+            assert!(k >= 5, "{what}: exhausted: {report:?}");
+            assert_eq!(report.calls, 5, "{what}");
+            assert_eq!(report.overflows, 5, "{what}");
+            assert_eq!(received.len(), 5, "{what}");
+            assert_eq!(steps(&report), EVERY_RECOVERY, "{what}");
+            assert!(report.degraded, "{what}");
+            let reason = report.reason.as_deref().unwrap_or("");
+            assert!(reason.contains("5 calls"), "{what}: {reason}");
+        }
+        Err(other) => panic!("{what}: {other:?}"),
+    }
+    // Quoted counts calibrate the estimate; without them only the final usage does.
+    let observations = manager
+        .calibration()
+        .get(MODEL)
+        .map_or(0, |s| s.observations);
+    let expected = if quoted { k.min(5) } else { 0 } + usize::from(k <= 4);
+    assert_eq!(observations, expected as u64, "{what}");
+}
+
+#[test]
+fn overflow_k_times_with_quoted_counts() {
+    for provider in PROVIDERS {
+        for k in 1..=6 {
+            overflow_k_times(k, provider, true);
+        }
+    }
+}
+
+#[test]
+fn overflow_k_times_without_quoted_counts() {
+    for provider in PROVIDERS {
+        for k in 1..=6 {
+            overflow_k_times(k, provider, false);
+        }
+    }
+}
+
+/// An upstream with its own tokenizer (prior × 1.3) that refuses anything over LIMIT,
+/// quoting its count, and reports its count as usage otherwise.
+fn enforcing_upstream(
+    provider: Provider,
+    usage: bool,
+) -> ScriptedLlm<impl Fn(usize, &Conversation) -> common::scripted::LlmAnswer> {
+    ScriptedLlm::new(move |_, sent: &Conversation| {
+        let count = count_of(sent, PROVIDER_SCALE);
+        if count > LIMIT {
+            Err(overflow_with_counts(provider, count, LIMIT))
+        } else {
+            ok(usage.then_some(count))
+        }
+    })
+}
+
+#[test]
+fn an_upstream_enforcing_its_limit_is_met_and_teaches_the_scale() {
+    for provider in PROVIDERS {
+        let manager = manager_with_summaries();
+        let original = overflowing_session();
+        let llm = enforcing_upstream(provider, true);
+        let mut conversation = original.clone();
+        let called =
+            pollster::block_on(manager.call(&llm, &mut conversation, Budget::new(LIMIT, 0)))
+                .unwrap_or_else(|e| panic!("{provider:?}: {e}"));
+        let received = llm.received();
+        check_requests(&manager, &original, &received);
+        assert_eq!(called.report.calls, received.len());
+        assert!(received.len() >= 2 && received.len() <= 5);
+        assert!(count_of(received.last().unwrap(), PROVIDER_SCALE) <= LIMIT);
+        let multiplier = manager.estimator(MODEL).multiplier;
+        assert!(
+            (multiplier / PROVIDER_SCALE - 1.0).abs() < 0.10,
+            "{provider:?}: learnt {multiplier}"
+        );
+        // Every call was observed: the overflows by their quoted count, the success by usage.
+        let scale = manager.calibration().get(MODEL).unwrap();
+        assert_eq!(scale.observations, received.len() as u64);
+        assert!(!called.report.degraded);
+    }
+}
+
+#[test]
+fn quoted_counts_alone_calibrate_the_estimate() {
+    let manager = manager_with_summaries();
+    let llm = enforcing_upstream(Provider::Anthropic, false);
+    let mut conversation = overflowing_session();
+    let called =
+        pollster::block_on(manager.call(&llm, &mut conversation, Budget::new(LIMIT, 0))).unwrap();
+    assert_eq!(called.report.calls, 2);
+    let scale = manager.calibration().get(MODEL).unwrap();
+    assert_eq!(scale.observations, 1, "only the overflow quoted a count");
+    assert!((scale.scale - PROVIDER_SCALE).abs() < 0.01, "{scale:?}");
+    // The recovery after the overflow already used the learnt scale: one retry was enough.
+    assert_eq!(steps(&called.report), [(Strategy::PruneHistory, Some(1))]);
+}
+
+#[test]
+fn the_ema_converges_over_an_agent_loop() {
+    // The manager starts calibrated at 1.0 and the provider counts 1.3×: every count it
+    // quotes in an overflow or reports as usage moves the scale by α = 0.3 towards 1.3.
+    let manager = manager_with_summaries();
+    manager.observe(MODEL, 1000.0, 1000);
+    let llm = enforcing_upstream(Provider::OpenAi, true);
+    let mut conversation = overflowing_session();
+    let mut observations = 1;
+    for turn in 0..10 {
+        let called =
+            pollster::block_on(manager.call(&llm, &mut conversation, Budget::new(LIMIT, 0)))
+                .unwrap_or_else(|e| panic!("turn {turn}: {e}"));
+        if turn == 0 {
+            // Underestimated by the 1.0 scale: the first call overflowed.
+            assert_eq!(called.report.overflows, 1);
+        }
+        observations += called.report.calls as u64;
+        let expected = PROVIDER_SCALE - 0.3 * 0.7f64.powi(observations as i32 - 1);
+        let scale = manager.calibration().get(MODEL).unwrap();
+        assert_eq!(scale.observations, observations);
+        assert!(
+            (scale.scale - expected).abs() < 0.005,
+            "turn {turn}: {} vs {expected}",
+            scale.scale
+        );
+        // The agent carries the conversation forward: an answer, a new request.
+        let grown = session(2 + turn, 900, &format!("turn {turn}: continue"));
+        conversation.messages.pop();
+        conversation
+            .messages
+            .extend(grown.messages[grown.messages.len() - 3..].iter().cloned());
+    }
+    assert!((manager.estimator(MODEL).multiplier - PROVIDER_SCALE).abs() < 0.01);
+}
+
+#[test]
+fn an_overflow_no_strategy_can_fix_ends_with_the_reason() {
+    // The current message alone is larger than the window: nothing may remove it.
+    let huge = "Please review this design document carefully. ".repeat(1_200);
+    let original = session(6, 400, &huge);
+    for provider in PROVIDERS {
+        let manager = manager_with_summaries();
+        let llm = enforcing_upstream(provider, true);
+        let mut conversation = original.clone();
+        let result =
+            pollster::block_on(manager.call(&llm, &mut conversation, Budget::new(LIMIT, 0)));
+        let Err(CallError::Exhausted { report }) = result else {
+            panic!("{provider:?}: {result:?}");
+        };
+        assert!(llm.calls() <= 5 && llm.calls() >= 1);
+        assert_eq!(report.calls, llm.calls());
+        assert_eq!(report.overflows, llm.calls());
+        assert!(!report.fits);
+        let reason = report.reason.as_deref().unwrap();
+        assert!(
+            reason.contains("no strategy may remove"),
+            "{provider:?}: {reason}"
+        );
+        assert_eq!(conversation.messages.last(), original.messages.last());
+        let error = CallError::Exhausted { report };
+        assert!(error.to_string().contains("no strategy may remove"));
+    }
+}
+
+#[test]
+fn errors_that_are_not_overflows_pass_through_untouched_after_one_call() {
+    let rate_limit = LlmError::Status {
+        status: 429,
+        headers: vec![
+            ("retry-after".into(), "10".into()),
+            ("x-ratelimit-remaining-tokens".into(), "1446".into()),
+        ],
+        body: "openai.error.RateLimitError: Rate limit reached for gpt-4 in organization org-uVqpjtJiKqvVJMVfvpaounIh on tokens per min (TPM): Limit 10000, Used 8554, Requested 3082. Please try again in 9.816s. Visit https://platform.openai.com/account/rate-limits to learn more.".into(),
+    };
+    // A TPM answer sent without the 429 status is still no overflow.
+    let tpm_without_status = LlmError::status(
+        413,
+        "Request too large for gpt-4o in organization org-vyUrKHsIdLcZGKR3zqCqllrS on tokens per min (TPM): Limit 30000, Requested 61337. The input or output tokens must be reduced in order to run successfully.",
+    );
+    let unauthorized = LlmError::Status {
+        status: 401,
+        headers: vec![("www-authenticate".into(), "Bearer".into())],
+        body: r#"{"error":{"message":"Incorrect API key provided: sk-abc***xyz. You can find your API key at https://platform.openai.com/account/api-keys.","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}"#.into(),
+    };
+    let errors = [
+        rate_limit,
+        tpm_without_status,
+        unauthorized,
+        LlmError::Transport("connection reset by peer".into()),
+        LlmError::Timeout,
+    ];
+    // Large enough that prepare has work to do (① cuts the log, the preemptive check fires).
+    let mut body =
+        format::to_value(&session(20, 900, "what failed?"), WriteOptions::default()).unwrap();
+    let messages = body["messages"].as_array_mut().unwrap();
+    let last = messages.pop().unwrap();
+    messages.push(json!({"role": "assistant", "content": null, "tool_calls": [
+        {"id": "log", "type": "function", "function": {"name": "bash", "arguments": "{\"command\":\"cat ci.log\"}"}}]}));
+    messages.push(json!({"role": "tool", "tool_call_id": "log", "content": "error: test parser::nested failed\n".repeat(1_000)}));
+    messages.push(last);
+    let original = format::parse(body.to_string().as_bytes(), None).unwrap();
+    for error in errors {
+        assert!(error.overflow().is_none(), "{error:?}");
+        let manager = manager_with_summaries();
+        let answer = error.clone();
+        let llm = ScriptedLlm::new(move |_, _: &Conversation| Err(answer.clone()));
+        let mut conversation = original.clone();
+        let result =
+            pollster::block_on(manager.call(&llm, &mut conversation, Budget::new(LIMIT, 0)));
+        let Err(CallError::Llm { error: got, report }) = result else {
+            panic!("{error:?}: {result:?}");
+        };
+        assert_eq!(got, error);
+        assert_eq!(llm.calls(), 1);
+        assert_eq!(report.calls, 1);
+        assert_eq!(report.overflows, 0);
+        // What prepare did, and nothing more.
+        let mut prepared = original.clone();
+        let prepare_report = pollster::block_on(
+            manager_with_summaries().prepare(&mut prepared, Budget::new(LIMIT, 0)),
+        );
+        assert!(!prepare_report.steps.is_empty());
+        assert_eq!(conversation, prepared, "{error:?}");
+        assert_eq!(llm.received()[0], prepared);
+        assert_eq!(steps(&report), steps(&prepare_report));
+        assert!(manager.calibration().get(MODEL).is_none());
+    }
+}
+
+#[test]
+fn a_step_that_frees_too_little_does_not_spend_a_call() {
+    // Tiny messages in the middle, the weight in the recent tail: attempt 1 (③/④ keeping
+    // N = 2 recent messages) can only replace the tiny ones.
+    let big = |who: &str| format!("{who}: the parser keeps a stack of open brackets. ").repeat(60);
+    let body = json!({"model": MODEL, "messages": [
+        {"role": "system", "content": "You are a careful coding agent."},
+        {"role": "user", "content": "Fix the parser."},
+        {"role": "assistant", "content": "ok"},
+        {"role": "user", "content": "go on"},
+        {"role": "assistant", "content": "sure"},
+        {"role": "user", "content": big("user")},
+        {"role": "assistant", "content": big("assistant")},
+        {"role": "user", "content": "And now?"},
+    ]});
+    let original = format::parse(body.to_string().as_bytes(), None).unwrap();
+    let manager = manager_with_summaries();
+    let llm = ScriptedLlm::new(|i, sent: &Conversation| {
+        let count = count_of(sent, PROVIDER_SCALE);
+        if i == 0 {
+            Err(overflow_without_counts(Provider::OpenAi))
+        } else {
+            ok(Some(count))
+        }
+    });
+    let mut conversation = original.clone();
+    let called =
+        pollster::block_on(manager.call(&llm, &mut conversation, Budget::new(LIMIT, 0))).unwrap();
+    let report = &called.report;
+    assert_eq!(llm.calls(), 2);
+    assert_eq!(report.calls, 2);
+    // Attempt 1 ran and freed under 10%; attempt 2 ran before the second call.
+    let first = &report.steps[0];
+    assert!(
+        first.tokens_freed * 10 < first.tokens_before,
+        "attempt 1 freed {} of {}",
+        first.tokens_freed,
+        first.tokens_before
+    );
+    let last = report.steps.last().unwrap();
+    assert_eq!((last.strategy, last.level), (Strategy::Summarize, Some(2)));
+    assert!(last.tokens_freed * 10 >= last.tokens_before);
+    check_requests(&manager, &original, &llm.received());
+}
+
+#[test]
+fn a_smaller_quoted_limit_shrinks_the_budget() {
+    // We were told 16K; the provider enforces 8K and says so.
+    let original = overflowing_session();
+    for provider in PROVIDERS {
+        let manager = manager_with_summaries();
+        let llm = enforcing_upstream(provider, true);
+        let mut conversation = original.clone();
+        let called =
+            pollster::block_on(manager.call(&llm, &mut conversation, Budget::new(16_000, 0)))
+                .unwrap_or_else(|e| panic!("{provider:?}: {e}"));
+        assert_eq!(called.report.window, LIMIT, "{provider:?}");
+        assert!(called.report.fits);
+        assert_eq!(called.report.calls, 2, "{provider:?}");
+        assert!(count_of(&conversation, PROVIDER_SCALE) <= LIMIT);
+        // The recovery aimed at 0.75 of the quoted window, not of ours.
+        let target = called.report.steps[0].target_tokens;
+        assert_eq!(target, Budget::new(LIMIT, 0).share(0.75), "{provider:?}");
+    }
+}
+
+#[test]
+fn a_larger_quoted_limit_does_not_grow_the_budget() {
+    let original = overflowing_session();
+    let manager = manager_with_summaries();
+    let llm = ScriptedLlm::new(|i, sent: &Conversation| {
+        let count = count_of(sent, PROVIDER_SCALE);
+        if i == 0 {
+            Err(overflow_with_counts(Provider::Anthropic, count, 200_000))
+        } else {
+            ok(Some(count))
+        }
+    });
+    let mut conversation = original.clone();
+    let called =
+        pollster::block_on(manager.call(&llm, &mut conversation, Budget::new(LIMIT, 0))).unwrap();
+    assert_eq!(called.report.window, LIMIT);
+}
