@@ -45,6 +45,16 @@ fn parse_args() -> Result<Args, String> {
     })
 }
 
+/// The median of sorted samples (the mean of the middle two for an even count).
+fn median(sorted: &[f64]) -> f64 {
+    let n = sorted.len();
+    if n % 2 == 1 {
+        sorted[n / 2]
+    } else {
+        (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
+    }
+}
+
 fn main() {
     if let Err(e) = run() {
         eprintln!("compact_file: {e}");
@@ -92,7 +102,7 @@ fn run() -> Result<(), String> {
         "window": args.window,
         "mode": if args.sync { "compact" } else { "compact_with_summary" },
         "runs": times.len(),
-        "ms": {"min": sorted[0], "median": sorted[sorted.len() / 2], "max": sorted[sorted.len() - 1]},
+        "ms": {"min": sorted[0], "median": median(&sorted), "max": sorted[sorted.len() - 1]},
         "messages_before": messages_before,
         "messages_after": report.messages_after,
         "tokens_before": report.tokens_before,

@@ -193,6 +193,7 @@ fn plot(curve: &Curve, path: &Path) -> Result<(), Box<dyn std::error::Error>> {
         .legend(|(x, y)| PathElement::new([(x, y), (x + 20, y)], BLUE));
     chart
         .configure_series_labels()
+        .position(SeriesLabelPosition::LowerRight)
         .background_style(WHITE.mix(0.8))
         .border_style(BLACK)
         .draw()?;

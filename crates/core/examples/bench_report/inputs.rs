@@ -170,16 +170,29 @@ pub fn scaled_messages(fixtures: &[Fixture], target_tokens: f64) -> Vec<Value> {
                 .is_some_and(|id| seen_ids.contains(id))
         });
         let suffix = if clash { copy } else { 0 };
-        for message in closed_messages(fixture) {
+        let messages = closed_messages(fixture);
+        for (index, message) in messages.iter().enumerate() {
             if role(message) == "system" {
                 if has_system {
                     continue;
                 }
                 has_system = true;
             }
-            let boundary = role(message) != "tool";
-            if boundary && total >= target_tokens {
-                break 'outer;
+            if role(message) != "tool" {
+                // Stop at an exchange boundary: when the target is reached, or when this
+                // exchange (a message and the tool results after it) would overshoot it.
+                let exchange: f64 = std::iter::once(message)
+                    .chain(
+                        messages[index + 1..]
+                            .iter()
+                            .take_while(|m| role(m) == "tool"),
+                    )
+                    .map(wire_tokens)
+                    .sum();
+                if total >= target_tokens || (total > 0.0 && total + exchange > target_tokens * 1.1)
+                {
+                    break 'outer;
+                }
             }
             let mut message = message.clone();
             suffix_ids(&mut message, suffix);

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Every benchmark of issue 5 in one command, then BENCHMARKS.md:
+#   (1) preparation cost, (3) estimator accuracy, (4) cost curves  - Rust, bench_report example
+#   (2) LiteLLM / LangChain trim_messages vs the cascade          - Python, bench/py_trim.py
+#   (5) peak RSS of `cascade compact` on the ~1M-token request     - bench/rss.py
+# Needs cargo and python3 (with venv); the venv (bench/.venv) is created once and reused.
+# Set QUICK=1 for a shorter smoke run (fewer repetitions, one Python case).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+START=$(date +%s)
+OUT=bench/out
+mkdir -p "$OUT/inputs"
+log() { echo "[bench +$(($(date +%s) - START))s] $*" >&2; }
+QUICK_FLAG=()
+if [ "${QUICK:-0}" = 1 ]; then QUICK_FLAG=(--quick); fi
+
+log "building release binaries"
+cargo build --release -p cascade-cli
+cargo build --release -p context_cascade --features exact --example bench_report --example compact_file
+
+if ! bench/.venv/bin/python -c "import litellm, langchain_core" 2>/dev/null; then
+  log "creating bench/.venv and installing LiteLLM and LangChain (once)"
+  python3 -m venv bench/.venv
+  bench/.venv/bin/pip install -q --upgrade pip
+  bench/.venv/bin/pip install -q -r bench/requirements.txt
+fi
+
+log "(1) preparation cost, (3) estimator accuracy, (4) cost curves"
+target/release/examples/bench_report --out "$OUT" "${QUICK_FLAG[@]}" > /dev/null
+
+log "(2) LiteLLM and LangChain trim_messages vs the cascade"
+bench/.venv/bin/python bench/py_trim.py --inputs "$OUT/inputs" --out "$OUT" \
+  --cascade target/release/cascade --compact-file target/release/examples/compact_file \
+  "${QUICK_FLAG[@]}" > /dev/null
+
+log "(5) peak RSS on the ~1M-token request"
+{
+  if [ -x target/release/cascade ] && target/release/cascade compact --help > /dev/null 2>&1; then
+    python3 bench/rss.py "cascade compact --window 128000" -- \
+      target/release/cascade compact "$OUT/inputs/scaled-1m.json" --window 128000 -o "$OUT/compacted-1m.tmp"
+  fi
+  python3 bench/rss.py "compact_file example, Layers 1-2 in process" -- \
+    target/release/examples/compact_file "$OUT/inputs/scaled-1m.json" --window 128000 --runs 1 --sync -o "$OUT/compacted-1m.tmp"
+} > "$OUT/rss.jsonl"
+rm -f "$OUT/compacted-1m.tmp"
+
+ELAPSED=$(($(date +%s) - START))
+log "writing BENCHMARKS.md (${ELAPSED}s so far)"
+python3 bench/make_report.py --out "$OUT" --seconds "$ELAPSED" > BENCHMARKS.md
+log "done in $(($(date +%s) - START))s: BENCHMARKS.md, $OUT/"
