@@ -133,35 +133,48 @@ pub fn memory_text(facts: &[String]) -> String {
     out
 }
 
+/// Which message of the parsed conversation an injection changed (Anthropic's `system` is
+/// message 0), so that its hash can be recomputed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Injection {
+    /// A new message was inserted at this index.
+    Inserted(usize),
+    /// The message at this index was changed in place.
+    Changed(usize),
+}
+
 /// Puts the facts into the system prompt: OpenAI, a system message after the leading
 /// system messages; Anthropic, appended to `system` (a string, or a text block in a list).
-pub fn inject(body: &mut Value, format: Format, facts: &[String]) {
+pub fn inject(body: &mut Value, format: Format, facts: &[String]) -> Option<Injection> {
     if facts.is_empty() {
-        return;
+        return None;
     }
     let text = memory_text(facts);
     match format {
         Format::Anthropic => {
-            let Some(object) = body.as_object_mut() else {
-                return;
-            };
+            let object = body.as_object_mut()?;
             match object.get_mut("system") {
                 Some(Value::String(system)) => {
                     system.push_str("\n\n");
                     system.push_str(&text);
+                    Some(Injection::Changed(0))
                 }
-                Some(Value::Array(blocks)) => blocks.push(json!({"type": "text", "text": text})),
-                _ => {
+                Some(Value::Array(blocks)) => {
+                    blocks.push(json!({"type": "text", "text": text}));
+                    Some(Injection::Changed(0))
+                }
+                Some(_) => None,
+                None => {
                     object.insert("system".into(), Value::String(text));
+                    Some(Injection::Inserted(0))
                 }
             }
         }
         _ => {
-            let Some(messages) = body.get_mut("messages").and_then(Value::as_array_mut) else {
-                return;
-            };
+            let messages = body.get_mut("messages").and_then(Value::as_array_mut)?;
             let at = messages.iter().take_while(|m| is_system(m)).count();
             messages.insert(at, json!({"role": "system", "content": text}));
+            Some(Injection::Inserted(at))
         }
     }
 }
@@ -190,7 +203,10 @@ mod tests {
         );
         let missing = missing_facts(&later, &facts);
         assert_eq!(missing, facts);
-        inject(&mut later, Format::OpenAi, &missing);
+        assert_eq!(
+            inject(&mut later, Format::OpenAi, &missing),
+            Some(Injection::Inserted(1))
+        );
         assert_eq!(later["messages"][1]["role"], "system");
         assert!(
             later["messages"][1]["content"]
@@ -204,10 +220,12 @@ mod tests {
     #[test]
     fn anthropic_system_gets_the_text() {
         let mut body = json!({"system": [{"type": "text", "text": "s"}], "messages": []});
-        inject(&mut body, Format::Anthropic, &["remember x".into()]);
+        let changed = inject(&mut body, Format::Anthropic, &["remember x".into()]);
+        assert_eq!(changed, Some(Injection::Changed(0)));
         assert_eq!(body["system"][1]["type"], "text");
         let mut bare = json!({"messages": []});
-        inject(&mut bare, Format::Anthropic, &["remember y".into()]);
+        let inserted = inject(&mut bare, Format::Anthropic, &["remember y".into()]);
+        assert_eq!(inserted, Some(Injection::Inserted(0)));
         assert!(bare["system"].as_str().unwrap().contains("remember y"));
     }
 }

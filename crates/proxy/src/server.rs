@@ -31,7 +31,7 @@ use crate::discovery::Windows;
 use crate::error::{ErrorKind, ProxyError, error_response};
 use crate::memory;
 use crate::metrics::{Metrics, Snapshot};
-use crate::stability::{Sticky, message_hashes};
+use crate::stability::{MessageHash, Sticky, hash_at, message_hashes, raw_message_hashes};
 use crate::store::Store;
 use crate::stream::scan_usage;
 use crate::summary_cache::CachingSummarizer;
@@ -286,9 +286,8 @@ async fn cascade(state: &Arc<AppState>, format: Format, request: Request) -> Res
         .to_owned();
     let stream = body.get("stream").and_then(Value::as_bool) == Some(true);
     let key = memory::conversation_key(&parts.headers, &body, format);
-    remember(state, &key, &mut body, format);
-
-    let hashes = message_hashes(&body, format);
+    let injection = remember(state, &key, &mut body, format);
+    let hashes = hashes_after(&bytes, &body, format, injection);
     let mut conversation = match parse_value(body, Some(format)) {
         Ok(conversation) => conversation,
         Err(e) => {
@@ -363,8 +362,44 @@ async fn cascade(state: &Arc<AppState>, format: Format, request: Request) -> Res
     }
 }
 
+/// The hashes of the messages as they go into the cascade: the client's bytes, with the
+/// message the memory injection changed hashed again.
+fn hashes_after(
+    bytes: &[u8],
+    body: &Value,
+    format: Format,
+    injection: Option<memory::Injection>,
+) -> Vec<MessageHash> {
+    let Some(mut hashes) = raw_message_hashes(bytes, format) else {
+        return message_hashes(body, format);
+    };
+    let fresh = |index| hash_at(body, format, index);
+    match injection {
+        None => hashes,
+        Some(memory::Injection::Inserted(i)) => match fresh(i) {
+            Some(hash) if i <= hashes.len() => {
+                hashes.insert(i, hash);
+                hashes
+            }
+            _ => message_hashes(body, format),
+        },
+        Some(memory::Injection::Changed(i)) => match (fresh(i), hashes.get_mut(i)) {
+            (Some(hash), Some(slot)) => {
+                *slot = hash;
+                hashes
+            }
+            _ => message_hashes(body, format),
+        },
+    }
+}
+
 /// Stores new remember requests and puts back the facts the request no longer carries.
-fn remember(state: &AppState, key: &str, body: &mut Value, format: Format) {
+fn remember(
+    state: &AppState,
+    key: &str,
+    body: &mut Value,
+    format: Format,
+) -> Option<memory::Injection> {
     let policy = &state.manager.config().remember;
     let mut stored = 0;
     for text in memory::remember_requests(body, policy) {
@@ -382,8 +417,9 @@ fn remember(state: &AppState, key: &str, body: &mut Value, format: Format) {
         }
     };
     let missing = memory::missing_facts(body, &facts);
-    memory::inject(body, format, &missing);
+    let injection = memory::inject(body, format, &missing);
     state.metrics.facts(stored, missing.len());
+    injection
 }
 
 /// The client's answer for a successful upstream call.

@@ -19,6 +19,7 @@ use std::sync::{Arc, Mutex};
 use context_cascade::format::{WriteOptions, parse, to_vec};
 use context_cascade::{Conversation, Format, Message};
 use serde_json::Value;
+use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
 
 use crate::store::{Store, StoredSession};
@@ -43,23 +44,63 @@ pub struct Sticky {
     store: Arc<Store>,
 }
 
+/// The hash of one message written as JSON.
+pub fn hash_value(value: &Value) -> MessageHash {
+    let bytes = serde_json::to_vec(value).unwrap_or_default();
+    Sha256::digest(&bytes).into()
+}
+
 /// The hashes of a request body's messages, one per message of the parsed conversation
 /// (Anthropic's top-level `system` counts as the first message, as the parser reads it).
 pub fn message_hashes(body: &Value, format: Format) -> Vec<MessageHash> {
-    let hash = |v: &Value| -> MessageHash {
-        let bytes = serde_json::to_vec(v).unwrap_or_default();
-        Sha256::digest(&bytes).into()
-    };
     let mut out = Vec::new();
     if format == Format::Anthropic
         && let Some(system) = body.get("system")
     {
-        out.push(hash(system));
+        out.push(hash_value(system));
     }
     if let Some(messages) = body.get("messages").and_then(Value::as_array) {
-        out.extend(messages.iter().map(hash));
+        out.extend(messages.iter().map(hash_value));
     }
     out
+}
+
+/// The body's messages as the client wrote them, without building values.
+#[derive(serde::Deserialize)]
+struct RawBody<'a> {
+    #[serde(borrow, default)]
+    system: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    messages: Option<Vec<&'a RawValue>>,
+}
+
+/// Like [`message_hashes`], but over the bytes the client sent for each message: no
+/// re-serialization, so it costs one scan and one SHA-256 pass over the body. `None` when
+/// the body is not an object with a `messages` array.
+pub fn raw_message_hashes(bytes: &[u8], format: Format) -> Option<Vec<MessageHash>> {
+    let body: RawBody<'_> = serde_json::from_slice(bytes).ok()?;
+    let digest = |raw: &RawValue| -> MessageHash { Sha256::digest(raw.get().as_bytes()).into() };
+    let mut out = Vec::new();
+    if format == Format::Anthropic
+        && let Some(system) = body.system
+    {
+        out.push(digest(system));
+    }
+    out.extend(body.messages?.into_iter().map(digest));
+    Some(out)
+}
+
+/// The hash of the parsed conversation's message `index`, read from the body (Anthropic's
+/// `system` is message 0 when present).
+pub fn hash_at(body: &Value, format: Format, index: usize) -> Option<MessageHash> {
+    let system = (format == Format::Anthropic)
+        .then(|| body.get("system"))
+        .flatten();
+    match (system, index) {
+        (Some(system), 0) => Some(hash_value(system)),
+        (Some(_), i) => body.get("messages")?.get(i - 1).map(hash_value),
+        (None, i) => body.get("messages")?.get(i).map(hash_value),
+    }
 }
 
 impl Sticky {
@@ -195,6 +236,22 @@ mod tests {
     use context_cascade::format::parse_value;
     use serde_json::json;
     use std::path::Path;
+
+    #[test]
+    fn raw_hashes_align_with_parsed_messages() {
+        let text =
+            br#"{"model": "m", "system": "s", "messages": [{"role": "user", "content": "a"}]}"#;
+        let raw = raw_message_hashes(text, Format::Anthropic).unwrap();
+        let body: Value = serde_json::from_slice(text).unwrap();
+        let conversation = parse_value(body.clone(), Some(Format::Anthropic)).unwrap();
+        assert_eq!(raw.len(), conversation.messages.len());
+        assert_eq!(
+            hash_at(&body, Format::Anthropic, 0),
+            Some(hash_value(&json!("s")))
+        );
+        assert!(hash_at(&body, Format::Anthropic, 2).is_none());
+        assert_eq!(raw_message_hashes(b"[1]", Format::OpenAi), None);
+    }
 
     #[tokio::test]
     async fn known_prefix_is_replaced_and_new_messages_appended() {

@@ -8,6 +8,9 @@
 mod common;
 
 use common::{Script, start};
+use std::collections::BTreeMap;
+
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 /// The longest session of the fixtures (293 messages, 578k characters).
@@ -37,26 +40,31 @@ fn call_points(messages: &[Value]) -> Vec<usize> {
         .collect()
 }
 
-/// Whether `current` extends `previous`: same fields besides `messages`, and the previous
-/// messages are a prefix of the current ones, each serialized identically.
-fn extends(previous: &[u8], current: &[u8]) -> bool {
-    let (Ok(Value::Object(mut prev)), Ok(Value::Object(mut cur))) = (
-        serde_json::from_slice::<Value>(previous),
-        serde_json::from_slice::<Value>(current),
-    ) else {
-        return false;
-    };
-    let (Some(Value::Array(pm)), Some(Value::Array(cm))) =
-        (prev.remove("messages"), cur.remove("messages"))
-    else {
-        return false;
-    };
-    prev == cur
-        && pm.len() <= cm.len()
-        && pm
-            .iter()
-            .zip(&cm)
-            .all(|(a, b)| serde_json::to_vec(a).unwrap() == serde_json::to_vec(b).unwrap())
+/// A request body split into its messages (as sent, byte for byte) and everything else.
+struct Sent<'a> {
+    messages: Vec<&'a RawValue>,
+    rest: BTreeMap<String, &'a RawValue>,
+}
+
+fn split(body: &[u8]) -> Sent<'_> {
+    let mut rest: BTreeMap<String, &RawValue> = serde_json::from_slice(body).unwrap();
+    let messages = rest.remove("messages").unwrap();
+    Sent {
+        messages: serde_json::from_str(messages.get()).unwrap(),
+        rest,
+    }
+}
+
+/// Whether `current` extends `previous`: the same bytes for every field besides
+/// `messages`, and the previous messages, byte for byte, at the start of the current ones.
+fn extends(previous: &Sent, current: &Sent) -> bool {
+    let same = |a: &RawValue, b: &RawValue| a.get() == b.get();
+    previous.rest.len() == current.rest.len()
+        && (previous.rest.iter()).all(|(k, v)| current.rest.get(k).is_some_and(|w| same(v, w)))
+        && previous.messages.len() <= current.messages.len()
+        && (previous.messages.iter())
+            .zip(&current.messages)
+            .all(|(a, b)| same(a, b))
 }
 
 struct Replay {
@@ -99,9 +107,10 @@ async fn replay(fixture: &str, window: u64) -> Replay {
     }
     let seen = h.script.seen();
     assert_eq!(seen.len(), points.len(), "one upstream request per call");
-    let extended: Vec<bool> = seen
+    let sent: Vec<Sent> = seen.iter().map(|s| split(&s.body)).collect();
+    let extended: Vec<bool> = sent
         .windows(2)
-        .map(|pair| extends(&pair[0].body, &pair[1].body))
+        .map(|pair| extends(&pair[0], &pair[1]))
         .collect();
     let extending = extended.iter().filter(|e| **e).count();
     let unstable_quiet_calls = (1..seen.len())
