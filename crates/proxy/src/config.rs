@@ -8,6 +8,7 @@
 //! max_request_bytes = 33554432
 //! upstream_timeout_secs = 600
 //! discover = true                # ask the upstream for its window (llama.cpp, vLLM, Ollama)
+//! sticky_prefix = true           # re-apply earlier compaction to a conversation's known prefix
 //! summarizer = "offline"         # or an OpenAI/Anthropic-compatible base URL
 //! summarizer_model = "gpt-4o-mini"
 //! summarizer_protocol = "openai"   # or "anthropic"; key in CASCADE_SUMMARIZER_API_KEY
@@ -102,6 +103,9 @@ pub struct ProxyConfig {
     pub summarizer: SummarizerChoice,
     /// `[[model]]` catalog overrides, as TOML text (empty: none).
     pub catalog_toml: String,
+    /// Re-apply the previous request's compaction to the known prefix of a conversation
+    /// (prompt-cache stability). On by default; off runs the cascade afresh every time.
+    pub sticky_prefix: bool,
 }
 
 /// The file's shape; every key optional.
@@ -117,6 +121,7 @@ struct FileConfig {
     max_request_bytes: Option<usize>,
     upstream_timeout_secs: Option<u64>,
     discover: Option<bool>,
+    sticky_prefix: Option<bool>,
     #[serde(default)]
     compactable_tools: Vec<String>,
     #[serde(default)]
@@ -147,6 +152,7 @@ impl ProxyConfig {
             never_compact_tools: Vec::new(),
             summarizer: SummarizerChoice::Offline,
             catalog_toml: String::new(),
+            sticky_prefix: true,
         }
     }
 
@@ -173,6 +179,9 @@ impl ProxyConfig {
         }
         if let Some(discover) = file.discover {
             config.discover = discover;
+        }
+        if let Some(sticky) = file.sticky_prefix {
+            config.sticky_prefix = sticky;
         }
         config.compactable_tools = file.compactable_tools;
         config.never_compact_tools = file.never_compact_tools;

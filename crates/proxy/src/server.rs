@@ -298,7 +298,11 @@ async fn cascade(state: &Arc<AppState>, format: Format, request: Request) -> Res
             return error_response(format, ErrorKind::InvalidRequest, &message);
         }
     };
-    let stitched = state.sticky.stitch(&key, &hashes, &mut conversation);
+    let stitched = if state.config.sticky_prefix {
+        state.sticky.stitch(&key, &hashes, &mut conversation)
+    } else {
+        None
+    };
     if stitched.is_some() {
         state.metrics.prefix_reused();
     }
@@ -331,8 +335,10 @@ async fn cascade(state: &Arc<AppState>, format: Format, request: Request) -> Res
         Ok(called) => {
             let report = called.report;
             state.metrics.report(&report, true, false);
-            let changed = stitched.is_some() || !report.steps.is_empty();
-            state.sticky.record(&key, hashes, &conversation, changed);
+            if state.config.sticky_prefix {
+                let changed = stitched.is_some() || !report.steps.is_empty();
+                state.sticky.record(&key, hashes, &conversation, changed);
+            }
             state.save_scale(&model);
             let mut response = success(state, called.output, &conversation, model);
             add_report_header(&mut response, &report);

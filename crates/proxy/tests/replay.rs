@@ -77,12 +77,16 @@ struct Replay {
     unstable_quiet_calls: Vec<usize>,
 }
 
-async fn replay(fixture: &str, window: u64) -> Replay {
+async fn replay(fixture: &str, window: u64, sticky: bool) -> Replay {
     let messages = fixture_messages(fixture);
     let mut script = Script::new(u64::MAX);
     // Roughly what a real tokenizer gives on this kind of text.
     script.bytes_per_token = 4.0;
-    let h = start(script, |c| c.window = Some(window)).await;
+    let h = start(script, |c| {
+        c.window = Some(window);
+        c.sticky_prefix = sticky;
+    })
+    .await;
     let points = call_points(&messages);
     let mut compacted = 0;
     let mut applied = Vec::with_capacity(points.len());
@@ -119,8 +123,9 @@ async fn replay(fixture: &str, window: u64) -> Replay {
         .collect();
     let share = extending as f64 / (seen.len() - 1) as f64;
     println!(
-        "replay {fixture} at window {window}: {} calls, {compacted} compacted by the cascade, \
+        "replay {fixture} at window {window}, sticky prefix {}: {} calls, {compacted} compacted by the cascade, \
          {extending}/{} upstream requests extend the previous one byte for byte = {:.1}%",
+        if sticky { "on" } else { "off" },
         seen.len(),
         seen.len() - 1,
         share * 100.0
@@ -136,7 +141,7 @@ async fn replay(fixture: &str, window: u64) -> Replay {
 
 #[tokio::test]
 async fn replay_at_128k_keeps_the_prompt_cache_prefix() {
-    let r = replay(LONG, 128_000).await;
+    let r = replay(LONG, 128_000, true).await;
     assert!(r.calls > 100);
     assert!(r.compacted > 0, "the window must force compaction");
     assert!(r.extending > 0);
@@ -152,11 +157,19 @@ async fn replay_at_128k_keeps_the_prompt_cache_prefix() {
 async fn replay_at_a_small_window_extends_whenever_the_cascade_is_quiet() {
     // A window well under the session's size: the cascade fires often, and each firing
     // changes the prefix once; every call in between must extend the previous request.
-    let r = replay(SHORT, 12_000).await;
+    let r = replay(SHORT, 12_000, true).await;
     assert!(r.compacted > 0 && r.compacted < r.calls);
     assert!(
         r.unstable_quiet_calls.is_empty(),
         "{:?}",
         r.unstable_quiet_calls
+    );
+    // Without the sticky prefix the cascade decides afresh on the whole history each call.
+    let fresh = replay(SHORT, 12_000, false).await;
+    assert!(
+        r.extending > fresh.extending,
+        "sticky {} vs fresh {}",
+        r.extending,
+        fresh.extending
     );
 }
