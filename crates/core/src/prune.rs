@@ -8,11 +8,11 @@
 //! conversation that is carried forward is not trimmed again on every call.
 
 use crate::conversation::{Conversation, Message, Role};
-use crate::estimate::ClassCounts;
-use crate::middle::{self, KeepRules};
+use crate::estimate::{ClassCounts, Weights};
+use crate::middle::{self, Fate, KeepRules, Split};
 use crate::repair::repair_tool_pairs;
 use crate::report::{Step, Strategy};
-use crate::step::{Measure, StepContext, chars_in};
+use crate::step::{Measure, StepContext};
 
 /// SPEC's N for a conversation: min(`recent`, ⌊total/3⌋).
 pub fn recent_messages(conversation: &Conversation, recent: usize) -> usize {
@@ -68,22 +68,44 @@ pub(crate) fn prune_with(
     if !split.is_effective() {
         return None;
     }
+    let replacement = Message::text(Role::User, notice(split.total_removed()));
+    let what = format!("a notice ({} removed)", split.removed);
+    Some(replace_middle(
+        conversation,
+        cx,
+        &split,
+        replacement,
+        (strategy, level, target),
+        &what,
+    ))
+}
+
+/// Puts `replacement` where the split takes messages out, repairs the tool pairs, and
+/// accounts for all of it as one step (③, ④ and ⑤ all end here).
+pub(crate) fn replace_middle(
+    conversation: &mut Conversation,
+    cx: &StepContext<'_>,
+    split: &Split,
+    replacement: Message,
+    (strategy, level, target): (Strategy, Option<u8>, u64),
+    what: &str,
+) -> Step {
     let measure = Measure::before(cx, conversation);
-    let text = notice(split.total_removed());
-    let chars_added = chars_in(&text);
-    let replaced = split
-        .fates
-        .iter()
-        .filter(|f| **f != middle::Fate::Keep)
-        .count();
-    split.apply(conversation, Message::text(Role::User, text));
+    let chars_added = Weights::chars(&replacement.counts());
+    let replaced = split.fates.iter().filter(|f| **f != Fate::Keep).count();
+    split.apply(conversation, replacement);
     let repair = repair_tool_pairs(conversation);
     tracing::info!(
-        removed = split.removed,
-        kept_recent = rules.recent,
-        "③ pruned history"
+        strategy = strategy.as_str(),
+        replaced,
+        what,
+        "history replaced"
     );
-    Some(measure.finish(
+    let detail = format!(
+        "{replaced} message(s) replaced by {what}; {} orphan result(s) dropped, {} synthetic result(s) added",
+        repair.results_dropped, repair.results_added
+    );
+    measure.finish(
         cx,
         conversation,
         strategy,
@@ -92,9 +114,6 @@ pub(crate) fn prune_with(
         replaced + repair.messages_removed,
         chars_added + repair.chars_added,
         target,
-        format!(
-            "{} message(s) removed, {} recent kept; {} orphan result(s) dropped, {} synthetic result(s) added",
-            split.removed, rules.recent, repair.results_dropped, repair.results_added
-        ),
-    ))
+        detail,
+    )
 }

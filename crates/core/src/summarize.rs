@@ -18,9 +18,9 @@ use std::task::Poll;
 use crate::conversation::{Conversation, Message};
 use crate::estimate::{ClassCounts, Weights};
 use crate::middle::{self, Fate, KeepRules, Split};
-use crate::repair::repair_tool_pairs;
+use crate::prune::replace_middle;
 use crate::report::{Step, Strategy};
-use crate::step::{Measure, StepContext, chars_in};
+use crate::step::{StepContext, chars_in};
 use crate::summarizer::{BoxFuture, Summarizer, SummaryError, SummaryRequest, validate};
 
 /// Below this many tokens of room, a summary cannot say anything useful: the tail shrinks.
@@ -145,39 +145,10 @@ pub(crate) fn write_summary(
     level: Option<u8>,
     what: &str,
 ) -> Step {
-    let measure = Measure::before(cx, conversation);
+    let what = format!("a {what} of {} chars", chars_in(body));
     let message = middle::summary_message(body);
-    let chars_added = Weights::chars(&message.counts());
-    let replaced = plan
-        .split
-        .fates
-        .iter()
-        .filter(|f| **f != Fate::Keep)
-        .count();
-    plan.split.apply(conversation, message);
-    let repair = repair_tool_pairs(conversation);
-    tracing::info!(
-        replaced,
-        kept_recent = plan.rules.recent,
-        what,
-        "④ summarized history"
-    );
-    measure.finish(
-        cx,
-        conversation,
-        strategy,
-        level,
-        replaced + repair.results_dropped,
-        replaced + repair.messages_removed,
-        chars_added + repair.chars_added,
-        plan.target,
-        format!(
-            "{} message(s) replaced by a {what} ({} chars), {} recent kept",
-            replaced,
-            chars_in(body),
-            plan.rules.recent
-        ),
-    )
+    let how = (strategy, level, plan.target);
+    replace_middle(conversation, cx, &plan.split, message, how, &what)
 }
 
 /// Where chunks may be cut: before a removed message that opens its own exchange.
