@@ -11,6 +11,7 @@ START=$(date +%s)
 OUT=bench/out
 mkdir -p "$OUT/inputs"
 log() { echo "[bench +$(($(date +%s) - START))s] $*" >&2; }
+BIN="${CARGO_TARGET_DIR:-target}/release"
 QUICK_FLAG=()
 if [ "${QUICK:-0}" = 1 ]; then QUICK_FLAG=(--quick); fi
 
@@ -26,21 +27,21 @@ if ! bench/.venv/bin/python -c "import litellm, langchain_core" 2>/dev/null; the
 fi
 
 log "(1) preparation cost, (3) estimator accuracy, (4) cost curves"
-target/release/examples/bench_report --out "$OUT" "${QUICK_FLAG[@]}" > /dev/null
+"$BIN"/examples/bench_report --out "$OUT" "${QUICK_FLAG[@]}" > /dev/null
 
 log "(2) LiteLLM and LangChain trim_messages vs the cascade"
 bench/.venv/bin/python bench/py_trim.py --inputs "$OUT/inputs" --out "$OUT" \
-  --cascade target/release/cascade --compact-file target/release/examples/compact_file \
+  --cascade "$BIN"/cascade --compact-file "$BIN"/examples/compact_file \
   "${QUICK_FLAG[@]}" > /dev/null
 
 log "(5) peak RSS on the ~1M-token request"
 {
-  if [ -x target/release/cascade ] && target/release/cascade compact --help > /dev/null 2>&1; then
+  if [ -x "$BIN"/cascade ] && "$BIN"/cascade compact --help > /dev/null 2>&1; then
     python3 bench/rss.py "cascade compact --window 128000" -- \
-      target/release/cascade compact "$OUT/inputs/scaled-1m.json" --window 128000 -o "$OUT/compacted-1m.tmp"
+      "$BIN"/cascade compact "$OUT/inputs/scaled-1m.json" --window 128000 -o "$OUT/compacted-1m.tmp"
   fi
   python3 bench/rss.py "compact_file example, Layers 1-2 in process" -- \
-    target/release/examples/compact_file "$OUT/inputs/scaled-1m.json" --window 128000 --runs 1 --sync -o "$OUT/compacted-1m.tmp"
+    "$BIN"/examples/compact_file "$OUT/inputs/scaled-1m.json" --window 128000 --runs 1 --sync -o "$OUT/compacted-1m.tmp"
 } > "$OUT/rss.jsonl"
 rm -f "$OUT/compacted-1m.tmp"
 

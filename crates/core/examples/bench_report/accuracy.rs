@@ -286,7 +286,7 @@ pub fn run(data: &[Measured]) -> Accuracy {
     }
     variants.push(Variant {
         name: format!(
-            "prior after 3 observations of requests ≥ {MIN_OBSERVED_PRIOR} tokens (proposal)"
+            "prior after 3 observations, skipping requests under {MIN_OBSERVED_PRIOR} tokens"
         ),
         stats: ErrorStats::of(&sized),
     });

@@ -180,7 +180,8 @@ pub fn scaled_messages(fixtures: &[Fixture], target_tokens: f64) -> Vec<Value> {
             }
             if role(message) != "tool" {
                 // Stop at an exchange boundary: when the target is reached, or when this
-                // exchange (a message and the tool results after it) would overshoot it.
+                // exchange (a message and the tool results after it) would overshoot the
+                // target by more than the request now falls short of it.
                 let exchange: f64 = std::iter::once(message)
                     .chain(
                         messages[index + 1..]
@@ -189,7 +190,8 @@ pub fn scaled_messages(fixtures: &[Fixture], target_tokens: f64) -> Vec<Value> {
                     )
                     .map(wire_tokens)
                     .sum();
-                if total >= target_tokens || (total > 0.0 && total + exchange > target_tokens * 1.1)
+                if total >= target_tokens
+                    || total + exchange - target_tokens > target_tokens - total
                 {
                     break 'outer;
                 }
