@@ -1,1 +1,191 @@
-//! (being written)
+//! The `offline` summarizer: a deterministic, extractive nine-section summary, with no
+//! network and no model.
+//!
+//! It carries forward what an agent needs to go on after its history is replaced: every
+//! user request and constraint (quoted, shortened only when long), the files it read,
+//! edited or created, the errors it met and what it did next, its last plan, its open
+//! tasks. It reads each message once, keeps bounded excerpts (tool outputs of hundreds of
+//! kilobytes cost a few hundred characters), and, when the result is over the token limit,
+//! renders again with shorter quotes and fewer bullets until it fits. Same input, same bytes
+//! out: no clock, no hashing order.
+//!
+//! ```
+//! use context_cascade::offline::OfflineSummarizer;
+//! use context_cascade::summarizer::{Summarizer, SummaryRequest};
+//! use context_cascade::{Message, Role};
+//!
+//! let request = SummaryRequest {
+//!     messages: vec![Message::text(Role::User, "Fix the failing test in src/lib.rs")],
+//!     max_tokens: 2_000,
+//!     ..SummaryRequest::default()
+//! };
+//! let summary = OfflineSummarizer::default().summarize_now(&request).unwrap();
+//! assert!(summary.starts_with("## 1. User intent and goals"));
+//! assert!(summary.contains("src/lib.rs"));
+//! ```
+
+mod excerpt;
+mod facts;
+mod merge;
+mod render;
+mod scan;
+#[cfg(test)]
+mod tests;
+mod tools;
+
+use crate::estimate::Estimator;
+use crate::summarizer::{
+    BoxFuture, Summarizer, SummaryError, SummaryRequest, section_heading, split_sections,
+};
+use facts::Gatherer;
+use merge::SectionMerge;
+use render::Level;
+
+/// Limits of the first (largest) rendering; smaller ones are derived from them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OfflineConfig {
+    /// Characters of a quoted user message before it is shortened (head … tail).
+    pub quote_chars: usize,
+    /// Characters of an error line, a plan sentence or a task.
+    pub snippet_chars: usize,
+    /// Bullets of the sections an agent cannot go on without (intent, files, user
+    /// messages, pending tasks).
+    pub key_items: usize,
+    /// Bullets of each other section.
+    pub other_items: usize,
+    /// Identifiers listed under key concepts.
+    pub identifiers: usize,
+}
+
+impl Default for OfflineConfig {
+    fn default() -> Self {
+        OfflineConfig {
+            quote_chars: 300,
+            snippet_chars: 200,
+            key_items: 400,
+            other_items: 30,
+            identifiers: 40,
+        }
+    }
+}
+
+/// The default summarizer: extractive, deterministic, instant. See the module docs.
+#[derive(Debug, Clone, Default)]
+pub struct OfflineSummarizer {
+    config: OfflineConfig,
+}
+
+/// Token estimates of a summary get this safety margin on top of the prior.
+const SAFETY: f64 = 1.1;
+/// How many times the summary is rendered smaller before only headings are left.
+const MAX_SHRINK_STEPS: usize = 32;
+
+impl OfflineSummarizer {
+    /// A summarizer with its own limits.
+    pub fn new(config: OfflineConfig) -> Self {
+        OfflineSummarizer { config }
+    }
+
+    /// The summary, computed synchronously (what the trait's ready future holds).
+    pub fn summarize_now(&self, request: &SummaryRequest) -> Result<String, SummaryError> {
+        let c = self.config;
+        // Merged lines are shortened to the quote length plus room for their bullet prefix.
+        let mut gatherer = Gatherer::new(c.quote_chars, c.snippet_chars);
+        request.messages.iter().for_each(|m| gatherer.message(m));
+        let facts = gatherer.finish();
+
+        let mut earlier: Vec<[Vec<String>; 9]> = Vec::new();
+        earlier.extend(request.previous_summary.as_deref().map(split_sections));
+        earlier.extend(request.partials.iter().map(|p| split_sections(p)));
+        earlier.extend(facts.embedded_summaries.iter().map(|s| split_sections(s)));
+
+        let mut level = Level {
+            quote: c.quote_chars,
+            snippet: c.snippet_chars,
+            key_items: c.key_items,
+            other_items: c.other_items,
+            identifiers: c.identifiers,
+        };
+        let estimator = Estimator::default();
+        for _ in 0..MAX_SHRINK_STEPS {
+            let fresh = render::sections(&facts, level);
+            let text = assemble(&earlier, fresh, level);
+            if tokens(&estimator, &text) <= request.max_tokens {
+                return Ok(text);
+            }
+            let smaller = level.smaller();
+            if smaller == level {
+                break;
+            }
+            level = smaller;
+        }
+        let bare = assemble(&[], Default::default(), level);
+        let bare_tokens = tokens(&estimator, &bare);
+        if bare_tokens <= request.max_tokens {
+            return Ok(bare);
+        }
+        Err(SummaryError::TooLarge {
+            summary: bare_tokens,
+            replaced: request.max_tokens,
+        })
+    }
+}
+
+impl Summarizer for OfflineSummarizer {
+    fn id(&self) -> String {
+        "offline/v1".to_owned()
+    }
+
+    fn summarize<'a>(
+        &'a self,
+        request: &'a SummaryRequest,
+    ) -> BoxFuture<'a, Result<String, SummaryError>> {
+        Box::pin(std::future::ready(self.summarize_now(request)))
+    }
+}
+
+/// The estimated tokens of a summary, with the safety margin.
+fn tokens(estimator: &Estimator, text: &str) -> u64 {
+    (estimator.text_tokens(text) as f64 * SAFETY).ceil() as u64
+}
+
+/// Merges earlier summaries' sections and the fresh ones, caps each section, and writes
+/// the nine headings with their bullets.
+fn assemble(earlier: &[[Vec<String>; 9]], fresh: [Vec<String>; 9], level: Level) -> String {
+    let mut out = String::new();
+    for (index, fresh_lines) in fresh.into_iter().enumerate() {
+        let mut merged = SectionMerge::default();
+        for sections in earlier {
+            for line in &sections[index] {
+                merged.add(index, line, Some(level.quote + 16));
+            }
+        }
+        for line in &fresh_lines {
+            merged.add(index, line, None);
+        }
+        let max = level.items(index);
+        // Section 2 is ranked (most frequent first); the first request matters as much as
+        // the latest state in the key sections; elsewhere the latest lines matter most.
+        // Section 3 is cut by what was done with each path.
+        let head = match index {
+            1 => max,
+            0 | 5 | 6 => max - max / 2,
+            _ => max / 2,
+        };
+        let lines = if index == 2 {
+            merged.finish_paths(max)
+        } else {
+            merged.finish(max, head)
+        };
+        if !out.is_empty() {
+            out.push('\n');
+        }
+        out.push_str(&section_heading(index));
+        out.push('\n');
+        for line in lines {
+            out.push_str(&line);
+            out.push('\n');
+        }
+    }
+    out
+}

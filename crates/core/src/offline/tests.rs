@@ -1,0 +1,520 @@
+//! The offline summarizer's behaviour, end to end: sections, merging, sizing, fixtures.
+
+use std::task::{Context, Poll, Waker};
+
+use serde_json::{Map, Value, json};
+
+use super::*;
+use crate::conversation::{Block, Message, Role, Shape, ToolCall, ToolResult};
+use crate::markers;
+use crate::summarizer::{
+    Summarizer, SummaryError, SummaryRequest, section_heading, split_sections,
+};
+
+fn user(text: &str) -> Message {
+    Message::text(Role::User, text)
+}
+
+fn assistant(text: &str, calls: &[(&str, &str, Value)]) -> Message {
+    let mut blocks = Vec::new();
+    if !text.is_empty() {
+        blocks.push(Block::text(text));
+    }
+    for (id, name, args) in calls {
+        blocks.push(Block::ToolCall(ToolCall {
+            id: (*id).to_owned(),
+            name: (*name).to_owned(),
+            arguments: Value::String(args.to_string()),
+            fields: Map::new(),
+            function_fields: Map::new(),
+            legacy: false,
+        }));
+    }
+    Message::new(Role::Assistant, blocks, Shape::Parts, Map::new())
+}
+
+fn result(id: &str, name: &str, text: &str) -> Message {
+    let r = ToolResult::text(id, Some(name.to_owned()), text.to_owned());
+    Message::new(
+        Role::Tool,
+        vec![Block::ToolResult(r)],
+        Shape::String,
+        Map::new(),
+    )
+}
+
+fn request(messages: Vec<Message>) -> SummaryRequest {
+    SummaryRequest {
+        messages,
+        max_tokens: 100_000,
+        ..SummaryRequest::default()
+    }
+}
+
+/// Polls the summarizer's future once: it must be ready immediately.
+fn run(request: &SummaryRequest) -> Result<String, SummaryError> {
+    let summarizer = OfflineSummarizer::default();
+    let mut future = summarizer.summarize(request);
+    let mut cx = Context::from_waker(Waker::noop());
+    match future.as_mut().poll(&mut cx) {
+        Poll::Ready(result) => result,
+        Poll::Pending => panic!("the offline summarizer must be ready at once"),
+    }
+}
+
+fn session() -> Vec<Message> {
+    vec![
+        user("Fix the failing parser test in crates/core. Do not change the public API."),
+        assistant(
+            "Let me read the parser first.",
+            &[("c1", "Read", json!({"file_path": "/repo/src/parser.rs"}))],
+        ),
+        result(
+            "c1",
+            "Read",
+            "pub fn parse_header(input: &str) -> Header {}",
+        ),
+        assistant(
+            "",
+            &[(
+                "c2",
+                "Bash",
+                json!({"command": "cargo test -p core && cat tests/data/input.txt"}),
+            )],
+        ),
+        result(
+            "c2",
+            "Bash",
+            "running 3 tests\nthread 'parses' panicked at src/parser.rs:10:5\nerror: test failed, to rerun pass `--lib`",
+        ),
+        assistant(
+            "The issue is an off-by-one in parse_header. I'll fix the index.",
+            &[(
+                "c3",
+                "Edit",
+                json!({"file_path": "/repo/src/parser.rs", "old_string": "i + 1", "new_string": "i"}),
+            )],
+        ),
+        result(
+            "c3",
+            "Edit",
+            "The file /repo/src/parser.rs has been updated.",
+        ),
+        user("Also please keep the ParserConfig struct unchanged."),
+        assistant(
+            "Done. Next I will run the full test suite.",
+            &[(
+                "c4",
+                "TodoWrite",
+                json!({"todos": [
+                    {"content": "Fix parse_header", "status": "completed"},
+                    {"content": "Run the full test suite", "status": "in_progress"},
+                    {"content": "Update CHANGELOG.md", "status": "pending"}
+                ]}),
+            )],
+        ),
+    ]
+}
+
+fn sections_of(summary: &str) -> [Vec<String>; 9] {
+    split_sections(summary)
+}
+
+#[test]
+fn nine_headings_in_order_and_id() {
+    let summary = run(&request(session())).unwrap();
+    let mut from = 0;
+    for i in 0..9 {
+        let heading = section_heading(i);
+        assert_eq!(summary.matches(&heading).count(), 1, "{heading}");
+        let at = summary[from..].find(&heading).unwrap() + from;
+        from = at + heading.len();
+    }
+    assert!(summary.starts_with(&section_heading(0)));
+    assert_eq!(OfflineSummarizer::default().id(), "offline/v1");
+}
+
+#[test]
+fn paths_from_read_args_and_bash_commands_are_listed_with_what_was_done() {
+    let s = sections_of(&run(&request(session())).unwrap());
+    let files = s[2].join("\n");
+    assert!(
+        files.contains("- `/repo/src/parser.rs` (edited, read)"),
+        "{files}"
+    );
+    assert!(
+        files.contains("`tests/data/input.txt` (in a command)"),
+        "{files}"
+    );
+    assert!(
+        !files.contains("`/repo/src/parser.rs` (read)"),
+        "listed once: {files}"
+    );
+}
+
+#[test]
+fn user_requests_and_constraints_are_quoted() {
+    let s = sections_of(&run(&request(session())).unwrap());
+    let intent = s[0].join("\n");
+    assert!(
+        intent.contains(
+            "\"Fix the failing parser test in crates/core. Do not change the public API.\""
+        )
+    );
+    assert!(intent.contains("\"Also please keep the ParserConfig struct unchanged.\""));
+    assert_eq!(s[5].len(), 2, "every user message: {:?}", s[5]);
+    assert!(
+        s[1].iter().any(|l| l.contains("`parse_header`")),
+        "{:?}",
+        s[1]
+    );
+}
+
+#[test]
+fn error_lines_come_with_what_followed() {
+    let s = sections_of(&run(&request(session())).unwrap());
+    let errors = s[3].join("\n");
+    assert!(
+        errors.contains("panicked at src/parser.rs:10:5"),
+        "{errors}"
+    );
+    assert!(errors.contains("error: test failed"), "{errors}");
+    assert!(
+        errors.contains("next: The issue is an off-by-one in parse_header."),
+        "{errors}"
+    );
+    assert!(errors.contains("Edit `/repo/src/parser.rs`"), "{errors}");
+    assert!(
+        s[4].iter().any(|l| l.contains("I'll fix the index.")),
+        "{:?}",
+        s[4]
+    );
+}
+
+#[test]
+fn todos_progress_and_next_steps() {
+    let s = sections_of(&run(&request(session())).unwrap());
+    let pending = s[6].join("\n");
+    assert!(
+        pending.contains("- [in progress] Run the full test suite"),
+        "{pending}"
+    );
+    assert!(pending.contains("- [ ] Update CHANGELOG.md"), "{pending}");
+    assert!(
+        pending.contains("Next I will run the full test suite."),
+        "{pending}"
+    );
+    let progress = s[7].join("\n");
+    assert!(progress.contains("- [x] Fix parse_header"), "{progress}");
+    assert!(
+        progress.contains("Tool calls: Bash ×1, Edit ×1, Read ×1, TodoWrite ×1"),
+        "{progress}"
+    );
+    assert!(
+        progress.contains("Last assistant message: \"Done."),
+        "{progress}"
+    );
+    let next = s[8].join("\n");
+    assert!(next.contains("Pending tool call: TodoWrite"), "{next}");
+    assert!(next.contains("Continue: Run the full test suite"), "{next}");
+}
+
+#[test]
+fn previous_summary_is_merged_not_summarized() {
+    let previous = run(&request(vec![
+        user("Port the CLI to clap 4; never use unsafe."),
+        assistant("", &[("p1", "Read", json!({"path": "src/cli.rs"}))]),
+        result("p1", "Read", "fn main() {}"),
+    ]))
+    .unwrap();
+    let mut req = request(session());
+    req.previous_summary = Some(previous.clone());
+    let merged = run(&req).unwrap();
+    for i in 0..9 {
+        assert_eq!(merged.matches(&section_heading(i)).count(), 1);
+    }
+    let s = sections_of(&merged);
+    assert!(
+        s[0].iter()
+            .any(|l| l.contains("Port the CLI to clap 4; never use unsafe."))
+    );
+    assert!(
+        s[0].iter()
+            .any(|l| l.contains("Fix the failing parser test"))
+    );
+    assert!(
+        s[2].iter().any(|l| l == "- `src/cli.rs` (read)"),
+        "{:?}",
+        s[2]
+    );
+    // Old bullets come first, and the tallies add up instead of repeating.
+    assert!(s[5][0].contains("Port the CLI"));
+    let tallies: Vec<_> = s[7]
+        .iter()
+        .filter(|l| l.starts_with("- Tool calls:"))
+        .collect();
+    assert_eq!(tallies.len(), 1);
+    assert!(tallies[0].contains("Read ×2"), "{tallies:?}");
+    // The previous summary is not quoted as if it were a user message.
+    assert!(!merged.contains("\"## 1."));
+    // Merging the same summary again changes nothing.
+    let mut again = req.clone();
+    again.messages.clear();
+    again.previous_summary = Some(merged.clone());
+    let s2 = sections_of(&run(&again).unwrap());
+    assert_eq!(s2, s);
+}
+
+#[test]
+fn summary_inside_messages_is_merged_and_notices_skipped() {
+    let old = run(&request(vec![user("Keep the logs in /var/log/app.log")])).unwrap();
+    let messages = vec![
+        user(&format!("{}\n{old}", markers::SUMMARY_PREFIX)),
+        user(&markers::pruned_notice(4)),
+        user("Now add retries."),
+    ];
+    let s = sections_of(&run(&request(messages)).unwrap());
+    assert!(
+        s[0].iter()
+            .any(|l| l.contains("Keep the logs in /var/log/app.log"))
+    );
+    assert!(
+        s[5].iter().all(|l| !l.contains("context compacted")),
+        "{:?}",
+        s[5]
+    );
+    assert!(
+        s[5].iter().all(|l| !l.contains("context summary")),
+        "{:?}",
+        s[5]
+    );
+    assert!(s[5].iter().any(|l| l.contains("Now add retries.")));
+}
+
+#[test]
+fn partials_are_merged_in_order() {
+    let first = run(&request(session()[..3].to_vec())).unwrap();
+    let second = run(&request(session()[3..].to_vec())).unwrap();
+    let req = SummaryRequest {
+        partials: vec![first, second],
+        max_tokens: 100_000,
+        ..SummaryRequest::default()
+    };
+    let merged = run(&req).unwrap();
+    for i in 0..9 {
+        assert_eq!(merged.matches(&section_heading(i)).count(), 1);
+    }
+    let s = sections_of(&merged);
+    assert!(
+        s[0][0].contains("Fix the failing parser test"),
+        "{:?}",
+        s[0]
+    );
+    assert!(
+        s[2].iter()
+            .any(|l| l == "- `/repo/src/parser.rs` (edited, read)"),
+        "{:?}",
+        s[2]
+    );
+    assert!(s[3].iter().any(|l| l.contains("panicked at")));
+    let last: Vec<_> = s[8]
+        .iter()
+        .filter(|l| l.contains("tool call:") || l.contains("action:"))
+        .collect();
+    assert_eq!(
+        last.len(),
+        1,
+        "only the newest last action survives: {last:?}"
+    );
+}
+
+#[test]
+fn deterministic() {
+    let req = request(session());
+    let a = run(&req).unwrap();
+    let b = run(&req.clone()).unwrap();
+    let c = OfflineSummarizer::default().summarize_now(&req).unwrap();
+    assert_eq!(a, b);
+    assert_eq!(a, c);
+}
+
+#[test]
+fn max_tokens_is_respected_by_shrinking() {
+    let mut messages = session();
+    for i in 0..200 {
+        messages.push(user(&format!(
+            "Request number {i}: please also handle case_{i} in module_{i}.rs"
+        )));
+        messages.push(assistant(
+            &format!("Let me look at module_{i}.rs."),
+            &[(
+                &format!("r{i}"),
+                "Read",
+                json!({"file_path": format!("/repo/src/module_{i}.rs")}),
+            )],
+        ));
+    }
+    let estimator = Estimator::default();
+    let full = run(&request(messages.clone())).unwrap();
+    let full_tokens = tokens(&estimator, &full);
+    for max in [full_tokens, full_tokens / 2, 2_000, 600, 200, 120] {
+        let mut req = request(messages.clone());
+        req.max_tokens = max;
+        let summary = run(&req).unwrap();
+        assert!(tokens(&estimator, &summary) <= max, "{max}");
+        for i in 0..9 {
+            assert!(summary.contains(&section_heading(i)));
+        }
+        if max >= 600 {
+            assert!(
+                summary.contains("Fix the failing parser"),
+                "{max}: {summary}"
+            );
+        }
+    }
+    let mut tiny = request(messages);
+    tiny.max_tokens = 10;
+    assert!(matches!(run(&tiny), Err(SummaryError::TooLarge { .. })));
+}
+
+#[test]
+fn multi_megabyte_input_is_summarized() {
+    let big_output = "x".repeat(200_000) + "\nerror: out of memory\n" + &"y ".repeat(100_000);
+    let mut messages = vec![user("Process the dataset in data/huge.csv")];
+    for i in 0..20 {
+        messages.push(assistant(
+            "",
+            &[(
+                &format!("b{i}"),
+                "Bash",
+                json!({"command": format!("./run.sh part{i}.csv")}),
+            )],
+        ));
+        messages.push(result(&format!("b{i}"), "Bash", &big_output));
+    }
+    messages.push(user(&"long paste ".repeat(100_000)));
+    let req = SummaryRequest {
+        messages,
+        max_tokens: 4_000,
+        ..SummaryRequest::default()
+    };
+    let summary = run(&req).unwrap();
+    assert!(summary.len() < 40_000, "{}", summary.len());
+    assert!(summary.contains("error: out of memory"));
+    assert!(summary.contains("`part19.csv` (in a command)"));
+}
+
+#[test]
+fn multibyte_text_is_never_cut_inside_a_character() {
+    let cjk = "请不要修改公共接口🎉。".repeat(200);
+    let messages = vec![
+        user(&cjk),
+        assistant(
+            &"我会先读文件😀".repeat(100),
+            &[("k", "Bash", json!({"command": "ls"}))],
+        ),
+        result(
+            "k",
+            "Bash",
+            &format!("Error: 文件不存在 {}", "💥".repeat(5_000)),
+        ),
+    ];
+    let estimator = Estimator::default();
+    for max in [100_000, 1_000, 300, 150] {
+        let mut req = request(messages.clone());
+        req.max_tokens = max;
+        let summary = run(&req).unwrap();
+        assert!(tokens(&estimator, &summary) <= max);
+        assert!(!summary.contains('\u{FFFD}'));
+        if max >= 1_000 {
+            let quote = summary
+                .lines()
+                .find(|l| l.starts_with("- Initial request"))
+                .unwrap();
+            assert!(
+                quote.contains("请不要修改公共接口🎉") && quote.contains('…'),
+                "{quote}"
+            );
+        }
+    }
+}
+
+#[test]
+fn empty_input_still_gives_the_nine_headings() {
+    let summary = run(&request(Vec::new())).unwrap();
+    assert_eq!(summary.lines().count(), 9 + 8);
+    assert!(!summary.trim().is_empty());
+}
+
+const FIXTURES: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../../shared/fixtures/transcripts"
+);
+
+/// Summarizes a fixture transcript within `max_tokens` (or a tenth of its size when
+/// `None`) and returns (file paths of tool-call arguments kept in section 3, all of
+/// them, the summary).
+fn fixture_paths_kept(name: &str, max_tokens: Option<u64>) -> (usize, usize, String) {
+    let bytes = std::fs::read(format!("{FIXTURES}/{name}")).unwrap();
+    let fixture: Value = serde_json::from_slice(&bytes).unwrap();
+    let body = json!({"model": "gpt-4o", "messages": fixture["messages"].clone()});
+    let conversation = crate::format::parse(body.to_string().as_bytes(), None).unwrap();
+    let mut arg_paths: Vec<String> = Vec::new();
+    for call in conversation.messages.iter().flat_map(|m| m.tool_calls()) {
+        let args = call.arguments_value().unwrap_or(Value::Null);
+        for key in ["file_path", "path", "notebook_path", "filename"] {
+            if let Some(p) = args.get(key).and_then(Value::as_str) {
+                if !arg_paths.iter().any(|q| q == p) {
+                    arg_paths.push(p.to_owned());
+                }
+            }
+        }
+    }
+    let estimator = Estimator::default();
+    let max = max_tokens.unwrap_or(estimator.tokens(&conversation) / 10);
+    let req = SummaryRequest {
+        messages: conversation.messages,
+        max_tokens: max,
+        ..SummaryRequest::default()
+    };
+    let summary = run(&req).unwrap();
+    assert!(tokens(&estimator, &summary) <= max, "{name}");
+    let files = split_sections(&summary)[2].join("\n");
+    let kept = arg_paths
+        .iter()
+        .filter(|p| files.contains(&format!("`{p}`")))
+        .count();
+    (kept, arg_paths.len(), summary)
+}
+
+#[test]
+fn fixture_file_paths_survive() {
+    let name = "claude-code__spotter__4d5611e5-main.json";
+    for max in [None, Some(2_500), Some(1_200)] {
+        let (kept, total, summary) = fixture_paths_kept(name, max);
+        println!("{name} max {max:?}: {kept}/{total} tool-argument paths in the summary");
+        assert!(total >= 5);
+        assert!(kept * 10 >= total * 9, "{kept}/{total}\n{summary}");
+    }
+}
+
+#[test]
+fn every_fixture_keeps_its_paths_at_a_tenth_of_its_size() {
+    let mut names: Vec<String> = std::fs::read_dir(FIXTURES)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".json"))
+        .collect();
+    names.sort();
+    assert!(names.len() >= 5);
+    for name in &names {
+        let (kept, total, summary) = fixture_paths_kept(name, None);
+        println!("{name}: {kept}/{total} tool-argument paths at 10x");
+        assert!(kept * 10 >= total * 9, "{name}: {kept}/{total}\n{summary}");
+        assert_eq!(
+            summary,
+            fixture_paths_kept(name, None).2,
+            "{name}: deterministic"
+        );
+    }
+}
