@@ -217,8 +217,10 @@ impl ContextManager {
         report
     }
 
-    /// The whole cascade, escalating through the recovery attempts until the request fits
-    /// (what `cascade compact` runs).
+    /// The whole cascade, escalating through the recovery attempts until the request is
+    /// under the preemptive threshold (what `cascade compact` runs). Stopping there, not
+    /// merely under E, makes the result a fixed point: `prepare` or a second compaction
+    /// leaves it as it is.
     pub async fn compact_with_summary(
         &self,
         conversation: &mut Conversation,
@@ -226,7 +228,8 @@ impl ContextManager {
     ) -> Report {
         let mut report = self.prepare(conversation, budget).await;
         let mut attempt = 2;
-        while !report.fits && self.retry_strategy(attempt).is_some() {
+        let threshold = budget.share(self.config.preemptive_ratio);
+        while report.tokens_after > threshold && self.retry_strategy(attempt).is_some() {
             self.recover(conversation, budget, attempt, &mut report)
                 .await;
             self.finish(conversation, budget, &mut report);

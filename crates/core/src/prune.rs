@@ -69,6 +69,13 @@ pub(crate) fn prune_with(
         return None;
     }
     let replacement = Message::text(Role::User, notice(split.total_removed()));
+    // A notice as large as what it stands for only loses information.
+    let removed = (conversation.messages.iter().zip(&split.fates))
+        .filter(|(_, fate)| **fate != Fate::Keep)
+        .fold(ClassCounts::default(), |acc, (m, _)| acc + m.counts());
+    if cx.estimator.tokens_of(&removed) <= cx.estimator.message_tokens(&replacement) {
+        return None;
+    }
     let what = format!("a notice ({} removed)", split.removed);
     Some(replace_middle(
         conversation,
