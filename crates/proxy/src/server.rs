@@ -31,7 +31,7 @@ use crate::discovery::Windows;
 use crate::error::{ErrorKind, ProxyError, error_response};
 use crate::memory;
 use crate::metrics::{Metrics, Snapshot};
-use crate::stability::{MessageHash, Sticky, hash_at, message_hashes, raw_message_hashes};
+use crate::stability::{Edit, LazyHashes, Sticky, hash_at};
 use crate::store::Store;
 use crate::stream::scan_usage;
 use crate::summary_cache::CachingSummarizer;
@@ -287,7 +287,7 @@ async fn cascade(state: &Arc<AppState>, format: Format, request: Request) -> Res
     let stream = body.get("stream").and_then(Value::as_bool) == Some(true);
     let key = memory::conversation_key(&parts.headers, &body, format);
     let injection = remember(state, &key, &mut body, format);
-    let hashes = hashes_after(&bytes, &body, format, injection);
+    let mut hashes = lazy_hashes(&bytes, &body, format, injection);
     let mut conversation = match parse_value(body, Some(format)) {
         Ok(conversation) => conversation,
         Err(e) => {
@@ -299,7 +299,7 @@ async fn cascade(state: &Arc<AppState>, format: Format, request: Request) -> Res
         }
     };
     let stitched = if state.config.sticky_prefix {
-        state.sticky.stitch(&key, &hashes, &mut conversation)
+        state.sticky.stitch(&key, &mut hashes, &mut conversation)
     } else {
         None
     };
@@ -337,7 +337,7 @@ async fn cascade(state: &Arc<AppState>, format: Format, request: Request) -> Res
             state.metrics.report(&report, true, false);
             if state.config.sticky_prefix {
                 let changed = stitched.is_some() || !report.steps.is_empty();
-                state.sticky.record(&key, hashes, &conversation, changed);
+                (state.sticky).record(&key, &mut hashes, &conversation, changed);
             }
             state.save_scale(&model);
             let mut response = success(state, called.output, &conversation, model);
@@ -368,34 +368,30 @@ async fn cascade(state: &Arc<AppState>, format: Format, request: Request) -> Res
     }
 }
 
-/// The hashes of the messages as they go into the cascade: the client's bytes, with the
-/// message the memory injection changed hashed again.
-fn hashes_after(
-    bytes: &[u8],
+/// The message hashes of a request as it goes into the cascade: the client's bytes, with
+/// the message the memory injection changed hashed again.
+fn lazy_hashes<'a>(
+    bytes: &'a [u8],
     body: &Value,
     format: Format,
     injection: Option<memory::Injection>,
-) -> Vec<MessageHash> {
-    let Some(mut hashes) = raw_message_hashes(bytes, format) else {
-        return message_hashes(body, format);
+) -> LazyHashes<'a> {
+    let (index, inserted) = match injection {
+        None => return LazyHashes::new(bytes, format, None),
+        Some(memory::Injection::Inserted(i)) => (i, true),
+        Some(memory::Injection::Changed(i)) => (i, false),
     };
-    let fresh = |index| hash_at(body, format, index);
-    match injection {
-        None => hashes,
-        Some(memory::Injection::Inserted(i)) => match fresh(i) {
-            Some(hash) if i <= hashes.len() => {
-                hashes.insert(i, hash);
-                hashes
-            }
-            _ => message_hashes(body, format),
-        },
-        Some(memory::Injection::Changed(i)) => match (fresh(i), hashes.get_mut(i)) {
-            (Some(hash), Some(slot)) => {
-                *slot = hash;
-                hashes
-            }
-            _ => message_hashes(body, format),
-        },
+    match hash_at(body, format, index) {
+        Some(hash) => LazyHashes::new(
+            bytes,
+            format,
+            Some(Edit {
+                index,
+                inserted,
+                hash,
+            }),
+        ),
+        None => LazyHashes::unavailable(bytes, format),
     }
 }
 

@@ -103,6 +103,75 @@ pub fn hash_at(body: &Value, format: Format, index: usize) -> Option<MessageHash
     }
 }
 
+/// A change the memory injection made to a request's messages, already hashed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Edit {
+    /// The index in the parsed conversation's messages.
+    pub index: usize,
+    /// A new message was inserted there (otherwise the message there changed).
+    pub inserted: bool,
+    /// The hash of the message now at `index`.
+    pub hash: MessageHash,
+}
+
+/// The message hashes of a request, computed on first use: a conversation the cascade never
+/// changed has nothing to stitch or record, and skips hashing its body.
+pub struct LazyHashes<'a> {
+    bytes: &'a [u8],
+    format: Format,
+    edit: Option<Edit>,
+    usable: bool,
+    computed: Option<Option<Vec<MessageHash>>>,
+}
+
+impl<'a> LazyHashes<'a> {
+    /// Hashes of the messages in `bytes`, with `edit` applied.
+    pub fn new(bytes: &'a [u8], format: Format, edit: Option<Edit>) -> Self {
+        LazyHashes {
+            bytes,
+            format,
+            edit,
+            usable: true,
+            computed: None,
+        }
+    }
+
+    /// No hashes: the request cannot be matched (its messages were changed in a way the
+    /// hashes cannot follow).
+    pub fn unavailable(bytes: &'a [u8], format: Format) -> Self {
+        LazyHashes {
+            usable: false,
+            ..LazyHashes::new(bytes, format, None)
+        }
+    }
+
+    /// The hashes, computed now if they were not yet.
+    pub fn get(&mut self) -> Option<&[MessageHash]> {
+        if self.computed.is_none() {
+            self.computed = Some(self.compute());
+        }
+        self.computed.as_ref().and_then(|h| h.as_deref())
+    }
+
+    fn compute(&self) -> Option<Vec<MessageHash>> {
+        if !self.usable {
+            return None;
+        }
+        let mut hashes = raw_message_hashes(self.bytes, self.format)?;
+        if let Some(edit) = self.edit {
+            if edit.inserted {
+                if edit.index > hashes.len() {
+                    return None;
+                }
+                hashes.insert(edit.index, edit.hash);
+            } else {
+                *hashes.get_mut(edit.index)? = edit.hash;
+            }
+        }
+        Some(hashes)
+    }
+}
+
 impl Sticky {
     /// Sticky prefixes backed by `store`.
     pub fn new(store: Arc<Store>) -> Self {
@@ -154,13 +223,14 @@ impl Sticky {
     pub fn stitch(
         &self,
         key: &str,
-        hashes: &[MessageHash],
+        hashes: &mut LazyHashes<'_>,
         conversation: &mut Conversation,
     ) -> Option<usize> {
+        let entry = self.lookup(key)?;
+        let hashes = hashes.get()?;
         if hashes.len() != conversation.messages.len() {
             return None;
         }
-        let entry = self.lookup(key)?;
         let known = entry.originals.len();
         if entry.format != conversation.format
             || known == 0
@@ -178,21 +248,35 @@ impl Sticky {
     /// Remembers what went upstream for a conversation. `changed` says whether what was sent
     /// differs from the originals (a strategy applied now, or an earlier prefix was reused);
     /// when it does not, the conversation is forgotten: there is nothing to re-apply.
-    pub fn record(&self, key: &str, hashes: Vec<MessageHash>, sent: &Conversation, changed: bool) {
+    pub fn record(
+        &self,
+        key: &str,
+        hashes: &mut LazyHashes<'_>,
+        sent: &Conversation,
+        changed: bool,
+    ) {
+        let originals = if changed {
+            match hashes.get() {
+                Some(h) => Some(h.to_vec()),
+                None => return,
+            }
+        } else {
+            None
+        };
         let mut guard = self.entries.lock().unwrap_or_else(|p| p.into_inner());
         let (map, clock) = &mut *guard;
-        if !changed {
+        let Some(originals) = originals else {
             if map.remove(key).is_some() {
                 let store = self.store.clone();
                 let key = key.to_owned();
                 tokio::task::spawn_blocking(move || store.delete_session(&key));
             }
             return;
-        }
+        };
         *clock += 1;
         let entry = Entry {
             format: sent.format,
-            originals: hashes,
+            originals,
             compacted: sent.messages.clone(),
             last_used: *clock,
         };
@@ -259,25 +343,58 @@ mod tests {
         let sticky = Sticky::new(store);
         let first = json!({"model": "m", "messages": [
             {"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]});
-        let hashes = message_hashes(&first, Format::OpenAi);
+        let first_bytes = serde_json::to_vec(&first).unwrap();
         let mut sent = parse_value(first.clone(), Some(Format::OpenAi)).unwrap();
         sent.messages[1] = Message::text(context_cascade::Role::Assistant, "B (compacted)");
-        sticky.record("k", hashes, &sent, true);
+        let mut hashes = LazyHashes::new(&first_bytes, Format::OpenAi, None);
+        sticky.record("k", &mut hashes, &sent, true);
 
         let second = json!({"model": "m", "messages": [
             {"role": "user", "content": "a"}, {"role": "assistant", "content": "b"},
             {"role": "user", "content": "c"}]});
-        let hashes = message_hashes(&second, Format::OpenAi);
+        let second_bytes = serde_json::to_vec(&second).unwrap();
+        let mut hashes = LazyHashes::new(&second_bytes, Format::OpenAi, None);
         let mut conversation = parse_value(second, Some(Format::OpenAi)).unwrap();
-        assert_eq!(sticky.stitch("k", &hashes, &mut conversation), Some(2));
+        assert_eq!(sticky.stitch("k", &mut hashes, &mut conversation), Some(2));
         assert_eq!(conversation.messages[1].text_content(), "B (compacted)");
         assert_eq!(conversation.messages[2].text_content(), "c");
 
         // A history that changed underneath is not stitched.
         let other = json!({"model": "m", "messages": [{"role": "user", "content": "z"}]});
-        let hashes = message_hashes(&other, Format::OpenAi);
+        let other_bytes = serde_json::to_vec(&other).unwrap();
         let mut conversation = parse_value(other, Some(Format::OpenAi)).unwrap();
-        assert_eq!(sticky.stitch("k", &hashes, &mut conversation), None);
-        assert_eq!(sticky.stitch("unknown", &hashes, &mut conversation), None);
+        let mut hashes = LazyHashes::new(&other_bytes, Format::OpenAi, None);
+        assert_eq!(sticky.stitch("k", &mut hashes, &mut conversation), None);
+        assert_eq!(
+            sticky.stitch("unknown", &mut hashes, &mut conversation),
+            None
+        );
+        let mut none = LazyHashes::unavailable(&other_bytes, Format::OpenAi);
+        assert!(none.get().is_none());
+    }
+
+    #[test]
+    fn edits_follow_the_memory_injection() {
+        let bytes = br#"{"messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]}"#;
+        let hash = [7u8; 32];
+        let edit = Edit {
+            index: 1,
+            inserted: true,
+            hash,
+        };
+        let mut hashes = LazyHashes::new(bytes, Format::OpenAi, Some(edit));
+        let got = hashes.get().unwrap().to_vec();
+        assert_eq!(got.len(), 3);
+        assert_eq!(got[1], hash);
+        let edit = Edit {
+            index: 9,
+            inserted: false,
+            hash,
+        };
+        assert!(
+            LazyHashes::new(bytes, Format::OpenAi, Some(edit))
+                .get()
+                .is_none()
+        );
     }
 }
