@@ -9,13 +9,15 @@ use std::sync::Arc;
 
 use common::invariants;
 use common::scripted::{
-    PROVIDERS, Provider, ScriptedLlm, ScriptedSummarizer, count_of, nine_sections, ok,
-    overflow_with_counts, overflow_without_counts,
+    PROVIDERS, Provider, ScriptedLlm, ScriptedSummarizer, count_of, enforcing_upstream,
+    nine_sections, overflowing_upstream,
 };
 use context_cascade::format::{self, WriteOptions};
 use context_cascade::llm::LlmError;
+use context_cascade::markers::{COMPACTED, SUMMARY_PREFIX};
+use context_cascade::summarizer::SummaryError;
 use context_cascade::{
-    Budget, CallError, CascadeConfig, ContextManager, Conversation, Report, Strategy,
+    Budget, CallError, CascadeConfig, ContextManager, Conversation, Recovery, Report, Strategy,
 };
 use serde_json::json;
 
@@ -30,6 +32,12 @@ const PROVIDER_SCALE: f64 = 1.3;
 /// characters per message (some through a tool the cascade may not compact), and the
 /// current request.
 fn session(turns: usize, chars: usize, current: &str) -> Conversation {
+    session_in(turns, chars, current, false)
+}
+
+/// [`session`] in OpenAI form, or in Anthropic form (for the same model, so that both
+/// forms are estimated alike).
+fn session_in(turns: usize, chars: usize, current: &str, anthropic: bool) -> Conversation {
     let mut messages = vec![
         json!({"role": "system", "content": "You are a careful coding agent. Explain before you edit."}),
         json!({"role": "user", "content": "The CI is red: fix the failing test in src/parser.rs without changing the public API."}),
@@ -53,7 +61,13 @@ fn session(turns: usize, chars: usize, current: &str) -> Conversation {
         }
     }
     messages.push(json!({"role": "user", "content": current}));
-    let body = json!({"model": MODEL, "messages": messages});
+    let body = if anthropic {
+        let mut body = common::to_anthropic(&messages);
+        body["model"] = json!(MODEL);
+        body
+    } else {
+        json!({"model": MODEL, "messages": messages})
+    };
     format::parse(body.to_string().as_bytes(), None).unwrap()
 }
 
@@ -61,9 +75,13 @@ fn session(turns: usize, chars: usize, current: &str) -> Conversation {
 /// stays under the preemptive threshold of LIMIT, so the first call goes out unchanged,
 /// while the provider (prior × 1.3) counts more than LIMIT.
 fn overflowing_session() -> Conversation {
+    overflowing_session_in(false)
+}
+
+fn overflowing_session_in(anthropic: bool) -> Conversation {
     let current = "Now run the whole suite and tell me what is still red.";
     let conversation = (1..)
-        .map(|turns| session(turns, 600, current))
+        .map(|turns| session_in(turns, 600, current, anthropic))
         .find(|c| count_of(c, PROVIDER_SCALE) > LIMIT)
         .unwrap();
     let manager = ContextManager::new(CascadeConfig::default());
@@ -126,25 +144,36 @@ const EVERY_RECOVERY: [(Strategy, Option<u8>); 4] = [
     (Strategy::Degrade, Some(3)),
 ];
 
-fn overflow_k_times(k: usize, provider: Provider, quoted: bool) {
-    let what = format!("k = {k}, {provider:?}, counts quoted: {quoted}");
+fn overflow_k_times(k: usize, provider: Provider, quoted: bool, anthropic: bool) {
+    let what = format!("k = {k}, {provider:?}, counts quoted: {quoted}, anthropic: {anthropic}");
     let manager = manager_with_summaries();
-    let original = overflowing_session();
-    let llm = ScriptedLlm::new(move |i, sent: &Conversation| {
-        let count = count_of(sent, PROVIDER_SCALE);
-        if i >= k {
-            ok(Some(count))
-        } else if quoted {
-            Err(overflow_with_counts(provider, count, LIMIT))
-        } else {
-            Err(overflow_without_counts(provider))
-        }
-    });
+    let original = overflowing_session_in(anthropic);
+    let llm = overflowing_upstream(k, provider, quoted, PROVIDER_SCALE, LIMIT);
     let mut conversation = original.clone();
     let result = pollster::block_on(manager.call(&llm, &mut conversation, Budget::new(LIMIT, 0)));
     let received = llm.received();
     assert!(received.len() <= 5, "{what}: {} calls", received.len());
     check_requests(&manager, &original, &received);
+    if let Some(last) = received.get(4) {
+        // After attempt 4 only system, first user, summary, the notice and current are left.
+        let first_user = &original.messages[original.first_user_index().unwrap()];
+        for message in &last.messages {
+            let text = message.text_content();
+            assert!(
+                message.role().is_system()
+                    || message == first_user
+                    || message == original.messages.last().unwrap()
+                    || text.starts_with(SUMMARY_PREFIX)
+                    || text.ends_with("earlier messages removed; summary unavailable]"),
+                "{what}: {text:?} left after attempt 4"
+            );
+        }
+        assert!(
+            last.messages
+                .iter()
+                .any(|m| m.text_content().starts_with(SUMMARY_PREFIX))
+        );
+    }
     match result {
         Ok(called) => {
             assert!(k <= 4, "{what}: succeeded");
@@ -161,6 +190,7 @@ fn overflow_k_times(k: usize, provider: Provider, quoted: bool) {
             assert_eq!(report.overflows, 5, "{what}");
             assert_eq!(received.len(), 5, "{what}");
             assert_eq!(steps(&report), EVERY_RECOVERY, "{what}");
+            assert_eq!(&conversation, received.last().unwrap(), "{what}");
             assert!(report.degraded, "{what}");
             let reason = report.reason.as_deref().unwrap_or("");
             assert!(reason.contains("5 calls"), "{what}: {reason}");
@@ -180,7 +210,16 @@ fn overflow_k_times(k: usize, provider: Provider, quoted: bool) {
 fn overflow_k_times_with_quoted_counts() {
     for provider in PROVIDERS {
         for k in 1..=6 {
-            overflow_k_times(k, provider, true);
+            overflow_k_times(k, provider, true, false);
+        }
+    }
+}
+
+#[test]
+fn overflow_k_times_in_anthropic_form() {
+    for quoted in [true, false] {
+        for k in 1..=6 {
+            overflow_k_times(k, Provider::Anthropic, quoted, true);
         }
     }
 }
@@ -189,25 +228,9 @@ fn overflow_k_times_with_quoted_counts() {
 fn overflow_k_times_without_quoted_counts() {
     for provider in PROVIDERS {
         for k in 1..=6 {
-            overflow_k_times(k, provider, false);
+            overflow_k_times(k, provider, false, false);
         }
     }
-}
-
-/// An upstream with its own tokenizer (prior × 1.3) that refuses anything over LIMIT,
-/// quoting its count, and reports its count as usage otherwise.
-fn enforcing_upstream(
-    provider: Provider,
-    usage: bool,
-) -> ScriptedLlm<impl Fn(usize, &Conversation) -> common::scripted::LlmAnswer> {
-    ScriptedLlm::new(move |_, sent: &Conversation| {
-        let count = count_of(sent, PROVIDER_SCALE);
-        if count > LIMIT {
-            Err(overflow_with_counts(provider, count, LIMIT))
-        } else {
-            ok(usage.then_some(count))
-        }
-    })
 }
 
 #[test]
@@ -215,7 +238,7 @@ fn an_upstream_enforcing_its_limit_is_met_and_teaches_the_scale() {
     for provider in PROVIDERS {
         let manager = manager_with_summaries();
         let original = overflowing_session();
-        let llm = enforcing_upstream(provider, true);
+        let llm = enforcing_upstream(provider, PROVIDER_SCALE, LIMIT, true);
         let mut conversation = original.clone();
         let called =
             pollster::block_on(manager.call(&llm, &mut conversation, Budget::new(LIMIT, 0)))
@@ -240,7 +263,7 @@ fn an_upstream_enforcing_its_limit_is_met_and_teaches_the_scale() {
 #[test]
 fn quoted_counts_alone_calibrate_the_estimate() {
     let manager = manager_with_summaries();
-    let llm = enforcing_upstream(Provider::Anthropic, false);
+    let llm = enforcing_upstream(Provider::Anthropic, PROVIDER_SCALE, LIMIT, false);
     let mut conversation = overflowing_session();
     let called =
         pollster::block_on(manager.call(&llm, &mut conversation, Budget::new(LIMIT, 0))).unwrap();
@@ -258,7 +281,7 @@ fn the_ema_converges_over_an_agent_loop() {
     // quotes in an overflow or reports as usage moves the scale by α = 0.3 towards 1.3.
     let manager = manager_with_summaries();
     manager.observe(MODEL, 1000.0, 1000);
-    let llm = enforcing_upstream(Provider::OpenAi, true);
+    let llm = enforcing_upstream(Provider::OpenAi, PROVIDER_SCALE, LIMIT, true);
     let mut conversation = overflowing_session();
     let mut observations = 1;
     for turn in 0..10 {
@@ -295,7 +318,7 @@ fn an_overflow_no_strategy_can_fix_ends_with_the_reason() {
     let original = session(6, 400, &huge);
     for provider in PROVIDERS {
         let manager = manager_with_summaries();
-        let llm = enforcing_upstream(provider, true);
+        let llm = enforcing_upstream(provider, PROVIDER_SCALE, LIMIT, true);
         let mut conversation = original.clone();
         let result =
             pollster::block_on(manager.call(&llm, &mut conversation, Budget::new(LIMIT, 0)));
@@ -384,29 +407,23 @@ fn errors_that_are_not_overflows_pass_through_untouched_after_one_call() {
 
 #[test]
 fn a_step_that_frees_too_little_does_not_spend_a_call() {
-    // Tiny messages in the middle, the weight in the recent tail: attempt 1 (③/④ keeping
-    // N = 2 recent messages) can only replace the tiny ones.
+    // Short messages in the middle, the weight in the recent tail: attempt 1 (③/④ keeping
+    // N = 2 recent messages) can only replace the short ones.
     let big = |who: &str| format!("{who}: the parser keeps a stack of open brackets. ").repeat(60);
+    let short = |who: &str| format!("{who}: the lexer emits one token per bracket. ").repeat(5);
     let body = json!({"model": MODEL, "messages": [
         {"role": "system", "content": "You are a careful coding agent."},
         {"role": "user", "content": "Fix the parser."},
-        {"role": "assistant", "content": "ok"},
-        {"role": "user", "content": "go on"},
-        {"role": "assistant", "content": "sure"},
+        {"role": "assistant", "content": short("assistant")},
+        {"role": "user", "content": short("user")},
+        {"role": "assistant", "content": short("assistant")},
         {"role": "user", "content": big("user")},
         {"role": "assistant", "content": big("assistant")},
         {"role": "user", "content": "And now?"},
     ]});
     let original = format::parse(body.to_string().as_bytes(), None).unwrap();
     let manager = manager_with_summaries();
-    let llm = ScriptedLlm::new(|i, sent: &Conversation| {
-        let count = count_of(sent, PROVIDER_SCALE);
-        if i == 0 {
-            Err(overflow_without_counts(Provider::OpenAi))
-        } else {
-            ok(Some(count))
-        }
-    });
+    let llm = overflowing_upstream(1, Provider::OpenAi, false, PROVIDER_SCALE, LIMIT);
     let mut conversation = original.clone();
     let called =
         pollster::block_on(manager.call(&llm, &mut conversation, Budget::new(LIMIT, 0))).unwrap();
@@ -415,6 +432,8 @@ fn a_step_that_frees_too_little_does_not_spend_a_call() {
     assert_eq!(report.calls, 2);
     // Attempt 1 ran and freed under 10%; attempt 2 ran before the second call.
     let first = &report.steps[0];
+    assert_eq!(first.level, Some(1), "{:#?}", report.steps);
+    assert!(first.tokens_freed > 0, "{:#?}", report.steps);
     assert!(
         first.tokens_freed * 10 < first.tokens_before,
         "attempt 1 freed {} of {}",
@@ -433,7 +452,7 @@ fn a_smaller_quoted_limit_shrinks_the_budget() {
     let original = overflowing_session();
     for provider in PROVIDERS {
         let manager = manager_with_summaries();
-        let llm = enforcing_upstream(provider, true);
+        let llm = enforcing_upstream(provider, PROVIDER_SCALE, LIMIT, true);
         let mut conversation = original.clone();
         let called =
             pollster::block_on(manager.call(&llm, &mut conversation, Budget::new(16_000, 0)))
@@ -452,16 +471,168 @@ fn a_smaller_quoted_limit_shrinks_the_budget() {
 fn a_larger_quoted_limit_does_not_grow_the_budget() {
     let original = overflowing_session();
     let manager = manager_with_summaries();
-    let llm = ScriptedLlm::new(|i, sent: &Conversation| {
-        let count = count_of(sent, PROVIDER_SCALE);
-        if i == 0 {
-            Err(overflow_with_counts(Provider::Anthropic, count, 200_000))
-        } else {
-            ok(Some(count))
-        }
-    });
+    let llm = overflowing_upstream(1, Provider::Anthropic, true, PROVIDER_SCALE, 200_000);
     let mut conversation = original.clone();
     let called =
         pollster::block_on(manager.call(&llm, &mut conversation, Budget::new(LIMIT, 0))).unwrap();
     assert_eq!(called.report.window, LIMIT);
+}
+
+#[test]
+fn a_failing_summarizer_degrades_inside_the_loop() {
+    // ④ is attempts 2 and 3; with a summarizer that always times out each of them falls
+    // through ⑤ (level 2 asks again) to the bare notice.
+    let degraded = [
+        (Strategy::PruneHistory, Some(1)),
+        (Strategy::Degrade, Some(3)),
+        (Strategy::Degrade, Some(3)),
+        (Strategy::Degrade, Some(3)),
+    ];
+    for k in 1..=6 {
+        let summarizer = Arc::new(ScriptedSummarizer::new(|_, _| Err(SummaryError::Timeout)));
+        let manager =
+            ContextManager::new(CascadeConfig::default()).with_summarizer(summarizer.clone());
+        let original = overflowing_session();
+        let llm = overflowing_upstream(k, Provider::OpenAi, true, PROVIDER_SCALE, LIMIT);
+        let mut conversation = original.clone();
+        let result =
+            pollster::block_on(manager.call(&llm, &mut conversation, Budget::new(LIMIT, 0)));
+        let report = match &result {
+            Ok(called) => &called.report,
+            Err(CallError::Exhausted { report }) => report,
+            Err(e) => panic!("k = {k}: {e}"),
+        };
+        let attempts = k.min(4);
+        assert_eq!(result.is_ok(), k <= 4, "k = {k}");
+        assert_eq!(report.calls, (k + 1).min(5), "k = {k}");
+        assert_eq!(steps(report), degraded[..attempts], "k = {k}");
+        assert_eq!(report.degraded, k >= 2, "k = {k}");
+        let summarizing_attempts = [2, 3].iter().filter(|a| **a <= attempts).count();
+        assert_eq!(
+            summarizer.requests().len(),
+            2 * summarizing_attempts,
+            "k = {k}"
+        );
+        check_requests(&manager, &original, &llm.received());
+        // Nothing the failed summarizer was asked for went in.
+        assert!(
+            conversation
+                .messages
+                .iter()
+                .all(|m| !m.text_content().starts_with(SUMMARY_PREFIX))
+        );
+    }
+}
+
+#[test]
+fn giving_up_leaves_the_conversation_as_last_sent() {
+    // `ContextManager::call` documents "The conversation is left as it was last sent". When
+    // the loop gives up because no strategy frees enough, the steps it tried after the last
+    // call were never sent: the caller should get back what the provider refused.
+    let huge = "Please review this design document carefully. ".repeat(1_200);
+    let original = session(6, 400, &huge);
+    let manager = manager_with_summaries();
+    let llm = enforcing_upstream(Provider::OpenAi, PROVIDER_SCALE, LIMIT, true);
+    let mut conversation = original.clone();
+    let result = pollster::block_on(manager.call(&llm, &mut conversation, Budget::new(LIMIT, 0)));
+    assert!(
+        matches!(result, Err(CallError::Exhausted { .. })),
+        "{result:?}"
+    );
+    let last_sent = llm.received().pop().unwrap();
+    assert_eq!(
+        conversation.messages.len(),
+        last_sent.messages.len(),
+        "the conversation was compacted further after the last call"
+    );
+    assert_eq!(conversation, last_sent);
+}
+
+#[test]
+fn the_retry_strategy_escalates_as_specified() {
+    let manager = ContextManager::new(CascadeConfig::default());
+    assert_eq!(
+        manager.retry_strategy(1),
+        Some(Recovery::PruneThenSummarize { target: 0.75 })
+    );
+    assert_eq!(
+        manager.retry_strategy(2),
+        Some(Recovery::Summarize {
+            target: 0.6,
+            halve_recent: false,
+            compact_all: false
+        })
+    );
+    assert_eq!(
+        manager.retry_strategy(3),
+        Some(Recovery::Summarize {
+            target: 0.5,
+            halve_recent: true,
+            compact_all: true
+        })
+    );
+    assert_eq!(manager.retry_strategy(4), Some(Recovery::BareNotice));
+    assert_eq!(manager.retry_strategy(5), None);
+    assert_eq!(manager.retry_strategy(0), None);
+}
+
+#[test]
+fn attempt_3_compacts_every_old_tool_result_but_the_latest_turn() {
+    // Twelve file reads, then the latest one the model is acting on now.
+    let mut messages = vec![
+        json!({"role": "system", "content": "You are a careful coding agent."}),
+        json!({"role": "user", "content": "Review every module of the parser."}),
+    ];
+    for i in 0..=12 {
+        let id = if i == 12 {
+            "read_last".to_owned()
+        } else {
+            format!("read_{i}")
+        };
+        messages.push(json!({"role": "assistant", "content": format!("Reading module {i}."), "tool_calls": [
+            {"id": id, "type": "function", "function": {"name": "Read", "arguments": format!("{{\"file_path\": \"src/module_{i}.rs\"}}")}}]}));
+        let source = format!("fn item_{i}() -> usize {{ {i} }} // module {i}\n").repeat(80);
+        messages.push(json!({"role": "tool", "tool_call_id": id, "content": source}));
+        if i < 12 {
+            messages
+                .push(json!({"role": "user", "content": format!("Module {i} looks fine, go on.")}));
+        }
+    }
+    messages.push(json!({"role": "user", "content": "What did you find?"}));
+    let body = json!({"model": MODEL, "messages": messages});
+    let original = format::parse(body.to_string().as_bytes(), None).unwrap();
+    let manager = manager_with_summaries();
+    let budget = Budget::new(16_000, 0);
+    // A report with no steps yet, to collect what the attempt does.
+    let mut report = manager.compact(&mut original.clone(), Budget::new(100_000_000, 0));
+    assert!(report.steps.is_empty());
+    let mut conversation = original.clone();
+    pollster::block_on(manager.recover(&mut conversation, budget, 3, &mut report));
+    let strategies: Vec<Strategy> = report.steps.iter().map(|s| s.strategy).collect();
+    assert_eq!(
+        strategies,
+        [Strategy::CompactToolResults, Strategy::Summarize],
+        "{report:#?}"
+    );
+    assert_eq!(report.steps[1].level, Some(3));
+    assert!(report.steps[1].tokens_after <= budget.share(0.5));
+    for message in &conversation.messages {
+        for result in message.tool_results() {
+            let text = result.joined_text();
+            assert!(
+                result.call_id == "read_last" || text == COMPACTED,
+                "an old result of {} survived attempt 3",
+                result.call_id
+            );
+        }
+    }
+    let latest = conversation
+        .messages
+        .iter()
+        .flat_map(|m| m.tool_results())
+        .find(|r| r.call_id == "read_last")
+        .expect("the latest turn is kept");
+    assert_ne!(latest.joined_text(), COMPACTED);
+    invariants::tool_pairs(&conversation).unwrap();
+    invariants::role_order(&conversation).unwrap();
 }

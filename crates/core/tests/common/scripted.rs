@@ -3,6 +3,8 @@
 //! plus the real provider error bodies the scripts answer with.
 
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::Poll;
 
 use context_cascade::Conversation;
 use context_cascade::estimate::{ClassCounts, Weights};
@@ -184,4 +186,115 @@ pub fn nine_sections(tag: &str) -> String {
         .map(|(i, title)| format!("## {}. {title}\n- {tag}", i + 1))
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// An upstream with its own tokenizer (`scale` × the prior) that refuses anything over
+/// `limit`, quoting its count, and otherwise answers, with its count as usage when `usage`.
+pub fn enforcing_upstream(
+    provider: Provider,
+    scale: f64,
+    limit: u64,
+    usage: bool,
+) -> ScriptedLlm<impl Fn(usize, &Conversation) -> LlmAnswer + Send + Sync> {
+    ScriptedLlm::new(move |_, sent: &Conversation| {
+        let count = count_of(sent, scale);
+        if count > limit {
+            Err(overflow_with_counts(provider, count, limit))
+        } else {
+            ok(usage.then_some(count))
+        }
+    })
+}
+
+/// An upstream that refuses the first `k` calls whatever they hold, quoting its count
+/// (`scale` × the prior) and `limit` when `quoted`, then answers with its count as usage.
+pub fn overflowing_upstream(
+    k: usize,
+    provider: Provider,
+    quoted: bool,
+    scale: f64,
+    limit: u64,
+) -> ScriptedLlm<impl Fn(usize, &Conversation) -> LlmAnswer + Send + Sync> {
+    ScriptedLlm::new(move |i, sent: &Conversation| {
+        let count = count_of(sent, scale);
+        if i >= k {
+            ok(Some(count))
+        } else if quoted {
+            Err(overflow_with_counts(provider, count, limit))
+        } else {
+            Err(overflow_without_counts(provider))
+        }
+    })
+}
+
+/// How a scripted summary call goes wrong.
+#[derive(Debug, Clone, Copy)]
+pub enum Fault {
+    Failed,
+    Timeout,
+    Empty,
+    Oversized,
+    Truncated,
+}
+
+pub const FAULTS: [Fault; 5] = [
+    Fault::Failed,
+    Fault::Timeout,
+    Fault::Empty,
+    Fault::Oversized,
+    Fault::Truncated,
+];
+
+pub fn faulty(fault: Fault, request: &SummaryRequest) -> SummaryAnswer {
+    match fault {
+        Fault::Failed => Err(SummaryError::Failed(
+            "HTTP 500 from the summary model".into(),
+        )),
+        Fault::Timeout => Err(SummaryError::Timeout),
+        Fault::Empty => Ok(" \n ".into()),
+        // Everything it was given, twice over: larger than what it would replace.
+        Fault::Oversized => Ok(format!("OVERSIZED {}", all_text(request).repeat(2))),
+        Fault::Truncated => Err(SummaryError::Truncated),
+    }
+}
+
+/// Every text a summary request holds: its messages, partials and previous summary.
+pub fn all_text(request: &SummaryRequest) -> String {
+    let mut out: Vec<String> = request.messages.iter().map(|m| m.text_content()).collect();
+    out.extend(request.partials.iter().cloned());
+    out.extend(request.previous_summary.iter().cloned());
+    out.join("\n")
+}
+
+/// A summarizer whose first chunk cannot finish before a second chunk was asked for: it
+/// proves the chunks are summarized concurrently. Awaited one by one, the first chunk gives
+/// up after a bounded number of polls (a failure, not a hang).
+pub struct Rendezvous {
+    pub started: AtomicUsize,
+}
+
+impl Summarizer for Rendezvous {
+    fn id(&self) -> String {
+        "rendezvous".to_owned()
+    }
+
+    fn summarize<'a>(&'a self, request: &'a SummaryRequest) -> BoxFuture<'a, SummaryAnswer> {
+        let index = self.started.fetch_add(1, Ordering::SeqCst);
+        let merge = !request.partials.is_empty();
+        let mut polls = 0;
+        Box::pin(std::future::poll_fn(move |cx| {
+            if merge {
+                return Poll::Ready(Ok(nine_sections("MERGED")));
+            }
+            if index > 0 || self.started.load(Ordering::SeqCst) >= 2 {
+                return Poll::Ready(Ok(nine_sections(&format!("CHUNK{}", index + 1))));
+            }
+            polls += 1;
+            if polls > 1_000 {
+                return Poll::Ready(Err(SummaryError::Failed("chunks run one by one".into())));
+            }
+            cx.waker().wake_by_ref();
+            Poll::Pending
+        }))
+    }
 }
