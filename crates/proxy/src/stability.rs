@@ -17,7 +17,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use context_cascade::format::{WriteOptions, parse, to_vec};
-use context_cascade::{Conversation, Format, Message};
+use context_cascade::{Conversation, Format};
 use serde_json::Value;
 use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
@@ -34,7 +34,9 @@ pub type MessageHash = [u8; 32];
 struct Entry {
     format: Format,
     originals: Vec<MessageHash>,
-    compacted: Vec<Message>,
+    /// The messages sent (with an empty envelope), shared by the map, a request stitching
+    /// from it and the background write.
+    compacted: Arc<Conversation>,
     last_used: u64,
 }
 
@@ -209,11 +211,12 @@ impl Sticky {
             .iter()
             .map(|h| hex::decode(h).ok()?.try_into().ok())
             .collect::<Option<Vec<MessageHash>>>()?;
-        let compacted = parse(&stored.compacted, Some(format)).ok()?.messages;
+        let mut compacted = parse(&stored.compacted, Some(format)).ok()?;
+        compacted.envelope.clear();
         Some(Entry {
             format,
             originals,
-            compacted,
+            compacted: Arc::new(compacted),
             last_used: 0,
         })
     }
@@ -240,7 +243,7 @@ impl Sticky {
             return None;
         }
         let tail = conversation.messages.split_off(known);
-        conversation.messages = entry.compacted;
+        conversation.messages = entry.compacted.messages.clone();
         conversation.messages.extend(tail);
         Some(known)
     }
@@ -277,7 +280,11 @@ impl Sticky {
         let entry = Entry {
             format: sent.format,
             originals,
-            compacted: sent.messages.clone(),
+            compacted: Arc::new(Conversation {
+                format: sent.format,
+                messages: sent.messages.clone(),
+                envelope: Default::default(),
+            }),
             last_used: *clock,
         };
         if map.len() >= MEMORY_CAPACITY
@@ -299,9 +306,7 @@ impl Sticky {
 }
 
 fn persist(store: &Store, key: &str, entry: Entry) {
-    let mut conversation = Conversation::new(entry.format);
-    conversation.messages = entry.compacted;
-    let Ok(compacted) = to_vec(&conversation, WriteOptions::default()) else {
+    let Ok(compacted) = to_vec(&entry.compacted, WriteOptions::default()) else {
         return;
     };
     let session = StoredSession {
@@ -317,6 +322,7 @@ fn persist(store: &Store, key: &str, entry: Entry) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use context_cascade::Message;
     use context_cascade::format::parse_value;
     use serde_json::json;
     use std::path::Path;
