@@ -32,6 +32,35 @@ pub struct SizeResult {
     /// Ratio of the fastest runs (least disturbed by other load on the machine).
     pub estimate_ratio_of_min: f64,
     pub layers_ratio_of_min: f64,
+    /// Median milliseconds of each stage, timed apart: where the extra time goes.
+    pub stages_ms: Stages,
+}
+
+/// The stages of the three paths, timed one by one (medians, ms).
+#[derive(serde::Serialize, Default)]
+pub struct Stages {
+    pub value_parse: f64,
+    pub value_serialize: f64,
+    pub conversation_parse: f64,
+    pub estimate: f64,
+    pub conversation_serialize: f64,
+    pub compact: f64,
+}
+
+/// Times each stage once: bare parse and serialize, then parse → estimate → serialize of
+/// the conversation, then `compact` on a freshly parsed conversation.
+fn stages(manager: &ContextManager, bytes: &[u8], budget: Budget) -> Result<[f64; 6], String> {
+    let (value, t0) = timed(|| serde_json::from_slice::<Value>(bytes).unwrap_or(Value::Null));
+    let (_, t1) = timed(|| serde_json::to_vec(&value).map(|v| v.len()).unwrap_or(0));
+    drop(value);
+    let (conversation, t2) = timed(|| format::parse(bytes, None));
+    let conversation = conversation.map_err(|e| e.to_string())?;
+    let (_, t3) = timed(|| Estimator::default().tokens(&conversation));
+    let (_, t4) = timed(|| format::to_vec(&conversation, WriteOptions::default()).map(|v| v.len()));
+    drop(conversation);
+    let mut fresh = format::parse(bytes, None).map_err(|e| e.to_string())?;
+    let (_, t5) = timed(|| manager.compact(&mut fresh, budget));
+    Ok([t0, t1, t2, t3, t4, t5].map(ms))
 }
 
 fn bare(bytes: &[u8]) -> usize {
@@ -89,6 +118,7 @@ pub fn run(fixtures: &[Fixture], runs_scale: f64) -> Result<Vec<SizeResult>, Str
         estimate(&bytes)?;
         let (_, tokens_after, steps) = layers(&manager, &bytes, budget)?;
         let (mut b, mut e, mut l, mut er, mut lr) = (vec![], vec![], vec![], vec![], vec![]);
+        let mut stage_samples: [Vec<f64>; 6] = Default::default();
         for _ in 0..runs {
             let (_, tb) = timed(|| bare(&bytes));
             let (r, te) = timed(|| estimate(&bytes));
@@ -100,7 +130,14 @@ pub fn run(fixtures: &[Fixture], runs_scale: f64) -> Result<Vec<SizeResult>, Str
             l.push(ms(tl));
             er.push(te.as_secs_f64() / tb.as_secs_f64());
             lr.push(tl.as_secs_f64() / tb.as_secs_f64());
+            for (samples, t) in stage_samples
+                .iter_mut()
+                .zip(stages(&manager, &bytes, budget)?)
+            {
+                samples.push(t);
+            }
         }
+        let median = |i: usize| Spread::of(&stage_samples[i]).median;
         eprintln!("  prep cost {label}: {runs} runs");
         results.push(SizeResult {
             label: label.to_owned(),
@@ -117,6 +154,14 @@ pub fn run(fixtures: &[Fixture], runs_scale: f64) -> Result<Vec<SizeResult>, Str
             layers_ratio: Spread::of(&lr),
             estimate_ratio_of_min: Spread::of(&e).min / Spread::of(&b).min,
             layers_ratio_of_min: Spread::of(&l).min / Spread::of(&b).min,
+            stages_ms: Stages {
+                value_parse: median(0),
+                value_serialize: median(1),
+                conversation_parse: median(2),
+                estimate: median(3),
+                conversation_serialize: median(4),
+                compact: median(5),
+            },
         });
     }
     Ok(results)
@@ -171,6 +216,37 @@ pub fn markdown(results: &[SizeResult]) -> String {
             "Layers 1–2",
             "estimate ÷ bare",
             "Layers 1–2 ÷ bare",
+        ],
+        &rows,
+    ));
+    out.push_str(
+        "\nWhere the time goes (median ms of each stage timed on its own; the conversation \
+         parse includes the `serde_json::Value` parse it starts from):\n\n",
+    );
+    let rows: Vec<Vec<String>> = results
+        .iter()
+        .map(|r| {
+            let s = &r.stages_ms;
+            vec![
+                r.label.clone(),
+                format!("{:.2}", s.value_parse),
+                format!("{:.2}", s.value_serialize),
+                format!("{:.2}", s.conversation_parse),
+                format!("{:.2}", s.estimate),
+                format!("{:.2}", s.conversation_serialize),
+                format!("{:.2}", s.compact),
+            ]
+        })
+        .collect();
+    out.push_str(&table(
+        &[
+            "size",
+            "Value parse",
+            "Value serialize",
+            "conversation parse",
+            "estimate",
+            "conversation serialize",
+            "compact (Layers 1–2)",
         ],
         &rows,
     ));
