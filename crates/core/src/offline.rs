@@ -26,6 +26,8 @@
 
 mod excerpt;
 mod facts;
+#[cfg(test)]
+mod fixture_tests;
 mod merge;
 mod render;
 mod scan;
@@ -152,12 +154,25 @@ fn tokens(estimator: &Estimator, text: &str) -> u64 {
 /// Merges earlier summaries' sections and the fresh ones, caps each section, and writes
 /// the nine headings with their bullets.
 fn assemble(earlier: &[[Vec<String>; 9]], fresh: [Vec<String>; 9], level: Level) -> String {
+    // A task list is a full state: only the newest source that has one keeps its items.
+    let has_list =
+        |s: &[Vec<String>; 9]| (6..=8).any(|i| s[i].iter().any(|l| merge::is_task_list_line(i, l)));
+    let newest_list = if has_list(&fresh) {
+        earlier.len()
+    } else {
+        earlier.iter().rposition(has_list).unwrap_or(0)
+    };
+    // Lines of earlier summaries are shortened only when the summary must shrink.
+    let earlier_limit = level.quote + level.snippet + 60;
     let mut out = String::new();
     for (index, fresh_lines) in fresh.into_iter().enumerate() {
         let mut merged = SectionMerge::default();
-        for sections in earlier {
+        for (source, sections) in earlier.iter().enumerate() {
             for line in &sections[index] {
-                merged.add(index, line, Some(level.quote + 16));
+                if source < newest_list && merge::is_task_list_line(index, line) {
+                    continue;
+                }
+                merged.add(index, line, Some(earlier_limit));
             }
         }
         for line in &fresh_lines {

@@ -45,31 +45,36 @@ impl Excerpt {
         }
     }
 
-    /// The excerpt in at most about `limit` characters: the whole text when it fits, else
-    /// two thirds of head, ` … `, one third of tail.
+    /// The excerpt in at most `limit` characters (at least the ellipsis): the whole text
+    /// when it fits, else two thirds of head, ` … `, one third of tail.
     pub(crate) fn render(&self, limit: usize) -> String {
-        if !self.elided {
-            return shorten(&self.head, limit);
+        if self.elided {
+            join_ends(&self.head, &self.tail, limit)
+        } else {
+            shorten(&self.head, limit)
         }
-        let head_chars = limit * 2 / 3;
-        let tail_chars = limit.saturating_sub(head_chars);
-        let mut out = take_chars(&self.head, head_chars).trim_end().to_owned();
-        out.push_str(ELLIPSIS);
-        out.push_str(last_chars(&self.tail, tail_chars).trim_start());
-        out
     }
 }
 
-/// Shortens an already collapsed one-line text to about `limit` characters (head … tail).
+/// Shortens an already collapsed one-line text to at most `limit` characters (head … tail).
+/// Shortening a shortened text again with the same limit changes nothing, so that merging a
+/// summary into the next one does not wear its lines down.
 pub(crate) fn shorten(text: &str, limit: usize) -> String {
     if text.chars().count() <= limit {
         return text.to_owned();
     }
-    let head_chars = limit * 2 / 3;
-    let tail_chars = limit.saturating_sub(head_chars);
-    let mut out = take_chars(text, head_chars).trim_end().to_owned();
+    join_ends(text, text, limit)
+}
+
+/// Two thirds of `limit` from the start of `head`, the ellipsis, the rest from the end of
+/// `tail`.
+fn join_ends(head: &str, tail: &str, limit: usize) -> String {
+    let room = limit.saturating_sub(ELLIPSIS.chars().count());
+    let head_chars = room * 2 / 3;
+    let tail_chars = room - head_chars;
+    let mut out = take_chars(head, head_chars).trim_end().to_owned();
     out.push_str(ELLIPSIS);
-    out.push_str(last_chars(text, tail_chars).trim_start());
+    out.push_str(last_chars(tail, tail_chars).trim_start());
     out
 }
 
@@ -201,7 +206,7 @@ mod tests {
         assert!(r.starts_with("start"), "{r}");
         assert!(r.ends_with("end"), "{r}");
         assert!(r.contains('…'));
-        assert!(r.chars().count() <= 24);
+        assert!(r.chars().count() <= 20);
     }
 
     #[test]
@@ -218,10 +223,12 @@ mod tests {
             for limit in [0, 1, 3, 10, 40] {
                 let r = e.render(limit);
                 assert!(r.chars().all(|c| c != '\u{FFFD}'));
-                assert!(r.chars().count() <= limit + 3);
+                assert!(r.chars().count() <= limit.max(3));
             }
         }
-        assert_eq!(shorten("🎉🎉🎉🎉", 2), "🎉 … 🎉");
+        assert_eq!(shorten("🎉🎉🎉🎉🎉🎉", 5), "🎉 … 🎉");
+        let once = shorten(&"日本語 ".repeat(50), 31);
+        assert_eq!(shorten(&once, 31), once, "shortening is stable");
     }
 
     #[test]

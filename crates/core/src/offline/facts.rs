@@ -280,7 +280,8 @@ impl Gatherer {
 
     fn add_path(&mut self, path: &str, flag: u8) {
         let path = path.trim();
-        if path.is_empty() || path.len() > 500 || path.contains('\n') || path.contains("://") {
+        let trivial = matches!(path, "" | "." | ".." | "./" | "../" | "/" | "~");
+        if trivial || path.len() > 500 || path.contains('\n') || path.contains("://") {
             return;
         }
         if let Some(&index) = self.path_index.get(path) {
@@ -346,7 +347,13 @@ impl Gatherer {
                 Some(k) if COMMAND_KEYS.contains(&k) => self.command(s),
                 _ => {
                     self.patch_paths(s);
-                    self.identifiers(&s[..floor(s, 4096)]);
+                    let head = &s[..floor(s, 4096)];
+                    self.identifiers(head);
+                    // A subagent's prompt or a question names files in prose; the text an
+                    // edit or write carries is code, where `a.b` is seldom a file.
+                    if flag == MENTIONED {
+                        self.prose_paths(head);
+                    }
                 }
             },
             Value::Array(items) => {

@@ -9,6 +9,7 @@ use super::render::{
     LATEST_LABELS, MESSAGES_LABEL, TOOL_CALLS_LABEL, flag_rank, is_omitted_marker, latest_key,
     omitted, path_line, tally_line,
 };
+use crate::markers;
 
 /// One section being merged.
 #[derive(Debug, Default)]
@@ -25,7 +26,8 @@ impl SectionMerge {
     /// say the same thing. `limit` shortens long lines taken from earlier summaries.
     pub(crate) fn add(&mut self, index: usize, line: &str, limit: Option<usize>) {
         let line = line.trim_end();
-        if line.trim().is_empty() || is_omitted_marker(line.trim()) {
+        let trimmed = line.trim();
+        if trimmed.is_empty() || is_omitted_marker(trimmed) || markers::is_cascade_notice(trimmed) {
             return;
         }
         let line = match limit {
@@ -178,6 +180,17 @@ fn path_importance(line: &str) -> usize {
         })
         .max()
         .unwrap_or(0)
+}
+
+/// Whether a line belongs to a planning tool's task list (pending, in progress, done).
+/// Such a list is a full state: the newest one replaces the older ones when merging.
+pub(crate) fn is_task_list_line(index: usize, line: &str) -> bool {
+    match index {
+        6 => line.starts_with("- [ ] ") || line.starts_with("- [in progress] "),
+        7 => line.starts_with("- [x] "),
+        8 => line.starts_with("- Continue: "),
+        _ => false,
+    }
 }
 
 /// `- Label: rest` → (`Label`, `rest`) for the labels merges care about.

@@ -41,7 +41,18 @@ pub(crate) fn describe_call(call: &ToolCall, args: &Value) -> String {
         "prompt",
         "thought",
     ];
-    let main = MAIN_KEYS.iter().find_map(|k| match args.get(k) {
+    // Editors take a verb (`view`, `create`) and a path: say both.
+    let verb = args
+        .get("command")
+        .and_then(Value::as_str)
+        .filter(|c| !c.is_empty() && c.len() <= 20 && !c.contains(char::is_whitespace))
+        .filter(|_| args.get("path").is_some_and(Value::is_string));
+    let keys = if verb.is_some() {
+        &MAIN_KEYS[2..]
+    } else {
+        MAIN_KEYS
+    };
+    let main = keys.iter().find_map(|k| match args.get(k) {
         Some(Value::String(s)) => Some(s.clone()),
         Some(Value::Array(items)) => Some(
             items
@@ -52,9 +63,13 @@ pub(crate) fn describe_call(call: &ToolCall, args: &Value) -> String {
         ),
         _ => None,
     });
-    match main {
-        Some(m) => format!("{} `{}`", call.name, Excerpt::new(&m, 80).render(80)),
+    let name = match verb {
+        Some(v) => format!("{} {v}", call.name),
         None => call.name.clone(),
+    };
+    match main {
+        Some(m) => format!("{name} `{}`", Excerpt::new(&m, 80).render(80)),
+        None => name,
     }
 }
 
@@ -134,5 +149,7 @@ mod tests {
         let args = json!({"command": ["bash", "-lc", "cargo test"]});
         assert_eq!(describe_call(&call, &args), "shell `bash -lc cargo test`");
         assert_eq!(describe_call(&call, &json!({})), "shell");
+        let view = json!({"command": "view", "path": "/a.rs"});
+        assert_eq!(describe_call(&call, &view), "shell view `/a.rs`");
     }
 }

@@ -1,0 +1,82 @@
+//! The offline summarizer on the real transcripts of `shared/fixtures`: the files an agent
+//! worked on must survive a tenfold compaction.
+
+use serde_json::{Value, json};
+
+use super::tests::run;
+use super::tokens;
+use crate::estimate::Estimator;
+use crate::summarizer::{SummaryRequest, split_sections};
+
+const FIXTURES: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../../shared/fixtures/transcripts"
+);
+
+/// Summarizes a fixture transcript within `max_tokens` (or a tenth of its size when
+/// `None`) and returns (file paths of tool-call arguments kept in section 3, all of
+/// them, the summary).
+fn fixture_paths_kept(name: &str, max_tokens: Option<u64>) -> (usize, usize, String) {
+    let bytes = std::fs::read(format!("{FIXTURES}/{name}")).unwrap();
+    let fixture: Value = serde_json::from_slice(&bytes).unwrap();
+    let body = json!({"model": "gpt-4o", "messages": fixture["messages"].clone()});
+    let conversation = crate::format::parse(body.to_string().as_bytes(), None).unwrap();
+    let mut arg_paths: Vec<String> = Vec::new();
+    for call in conversation.messages.iter().flat_map(|m| m.tool_calls()) {
+        let args = call.arguments_value().unwrap_or(Value::Null);
+        for key in ["file_path", "path", "notebook_path", "filename"] {
+            if let Some(p) = args.get(key).and_then(Value::as_str) {
+                if !arg_paths.iter().any(|q| q == p) {
+                    arg_paths.push(p.to_owned());
+                }
+            }
+        }
+    }
+    let estimator = Estimator::default();
+    let max = max_tokens.unwrap_or(estimator.tokens(&conversation) / 10);
+    let req = SummaryRequest {
+        messages: conversation.messages,
+        max_tokens: max,
+        ..SummaryRequest::default()
+    };
+    let summary = run(&req).unwrap();
+    assert!(tokens(&estimator, &summary) <= max, "{name}");
+    let files = split_sections(&summary)[2].join("\n");
+    let kept = arg_paths
+        .iter()
+        .filter(|p| files.contains(&format!("`{p}`")))
+        .count();
+    (kept, arg_paths.len(), summary)
+}
+
+#[test]
+fn fixture_file_paths_survive() {
+    let name = "claude-code__spotter__4d5611e5-main.json";
+    for max in [None, Some(2_500), Some(1_200)] {
+        let (kept, total, summary) = fixture_paths_kept(name, max);
+        println!("{name} max {max:?}: {kept}/{total} tool-argument paths in the summary");
+        assert!(total >= 5);
+        assert!(kept * 10 >= total * 9, "{kept}/{total}\n{summary}");
+    }
+}
+
+#[test]
+fn every_fixture_keeps_its_paths_at_a_tenth_of_its_size() {
+    let mut names: Vec<String> = std::fs::read_dir(FIXTURES)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".json"))
+        .collect();
+    names.sort();
+    assert!(names.len() >= 5);
+    for name in &names {
+        let (kept, total, summary) = fixture_paths_kept(name, None);
+        println!("{name}: {kept}/{total} tool-argument paths at 10x");
+        assert!(kept * 10 >= total * 9, "{name}: {kept}/{total}\n{summary}");
+        assert_eq!(
+            summary,
+            fixture_paths_kept(name, None).2,
+            "{name}: deterministic"
+        );
+    }
+}
