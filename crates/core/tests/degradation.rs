@@ -383,6 +383,10 @@ fn check_chunks(what: &str, chunks: &[&SummaryRequest]) {
         .collect();
     let total: usize = sizes.iter().sum();
     assert!(total > 50_000, "{what}: only {total} chars to summarize");
+    // Never more than four, however much there is.
+    if total > 4 * 50_000 {
+        assert_eq!(n, 4, "{what}: {total} chars in {n} chunks");
+    }
     for (i, chunk) in chunks.iter().enumerate() {
         // Only the first chunk carries the previous summary; none carries it as a message.
         assert_eq!(
@@ -639,4 +643,54 @@ fn chunks_are_summarized_concurrently() {
         summaries(&output),
         [format!("{SUMMARY_PREFIX}\n{}", nine_sections("MERGED"))]
     );
+}
+
+#[test]
+fn pins_and_remember_requests_survive_every_level() {
+    let mut messages = session_messages(10, 800, 5_000, false);
+    messages.insert(
+        2,
+        json!({"role": "user", "content": "Please remember: only ever run the tests with --release."}),
+    );
+    messages.insert(3, json!({"role": "assistant", "content": "Noted."}));
+    let openai = parse(&json!({"model": MODEL, "messages": messages}));
+    for mut original in [openai, parse(&common::to_anthropic(&messages))] {
+        let what = original.format.as_str();
+        // Pin a plain user message in the middle of the history.
+        let middle = (original.messages.iter())
+            .position(|m| m.text_content().starts_with("user 5:"))
+            .unwrap();
+        original.messages[middle].pin();
+        type Script = fn(usize, &SummaryRequest) -> SummaryAnswer;
+        let scripts: [(Script, (Strategy, u8)); 3] = [
+            (|_, _| Ok(nine_sections("CLEAN")), (Strategy::Summarize, 1)),
+            (
+                |i, _| match i {
+                    0 => Err(SummaryError::Truncated),
+                    _ => Ok(nine_sections("SMALL")),
+                },
+                (Strategy::Degrade, 2),
+            ),
+            (|_, _| Err(SummaryError::Timeout), (Strategy::Degrade, 3)),
+        ];
+        for (script, (strategy, level)) in scripts {
+            // `compact` checks invariant 1: system, first user, pinned (the remember request
+            // included) and current messages are all there, unchanged.
+            let outcome = compact(&original, WINDOW, script);
+            assert_eq!(
+                recovery_steps(&outcome.report),
+                [(strategy, Some(level))],
+                "{what}"
+            );
+            let texts: Vec<String> = (outcome.output.messages.iter())
+                .map(|m| m.text_content())
+                .collect();
+            assert!(texts.iter().any(|t| t.starts_with("user 5:")), "{what}");
+            assert!(texts.iter().any(|t| t.contains("--release")), "{what}");
+            // The pinned messages stand for themselves: no summary was asked to cover them.
+            for request in &outcome.requests {
+                assert!(!all_text(request).contains("--release"), "{what}");
+            }
+        }
+    }
 }

@@ -17,7 +17,8 @@ use context_cascade::llm::LlmError;
 use context_cascade::markers::{COMPACTED, SUMMARY_PREFIX};
 use context_cascade::summarizer::SummaryError;
 use context_cascade::{
-    Budget, CallError, CascadeConfig, ContextManager, Conversation, Recovery, Report, Strategy,
+    Budget, CallError, CascadeConfig, ContextManager, Conversation, Message, Recovery, Report,
+    Role, Strategy,
 };
 use serde_json::json;
 
@@ -635,4 +636,44 @@ fn attempt_3_compacts_every_old_tool_result_but_the_latest_turn() {
     assert_ne!(latest.joined_text(), COMPACTED);
     invariants::tool_pairs(&conversation).unwrap();
     invariants::role_order(&conversation).unwrap();
+}
+
+#[test]
+fn pinned_and_remembered_messages_survive_every_attempt() {
+    let mut original = overflowing_session();
+    // A pinned tool exchange's assistant message and a remember request in the middle.
+    let middle = original.messages.len() / 2;
+    original.messages[middle].pin();
+    let remember = Message::text(
+        Role::User,
+        "Please remember: the staging database is called parser_ci_7, never touch prod.",
+    );
+    original.messages.insert(3, remember.clone());
+    original.messages.insert(
+        4,
+        Message::text(Role::Assistant, "Noted: staging only, parser_ci_7."),
+    );
+    let pinned = original.messages[middle + 2].clone();
+    let manager = manager_with_summaries();
+    let llm = overflowing_upstream(5, Provider::OpenAi, true, PROVIDER_SCALE, LIMIT);
+    let mut conversation = original.clone();
+    let result = pollster::block_on(manager.call(&llm, &mut conversation, Budget::new(LIMIT, 0)));
+    assert!(matches!(result, Err(CallError::Exhausted { .. })));
+    let received = llm.received();
+    assert_eq!(received.len(), 5);
+    for (i, sent) in received.iter().enumerate() {
+        assert!(
+            sent.messages.contains(&pinned),
+            "call {i}: the pinned message is gone"
+        );
+        let kept = sent
+            .messages
+            .iter()
+            .find(|m| m.text_content() == remember.text_content());
+        assert!(
+            kept.is_some_and(Message::is_pinned),
+            "call {i}: the remember request is gone or not pinned"
+        );
+    }
+    check_requests(&manager, &original, &received);
 }
