@@ -94,9 +94,10 @@ def main():
         goals.append(("≥ 100× faster than LiteLLM `trim_messages`",
                       f"requests that need trimming: {gt['litellm_inproc']:.0f}× geometric mean in process "
                       f"(worst {mt['litellm_inproc']:.0f}×), {gt['litellm_process']:.0f}× as a whole "
-                      f"`cascade compact` process (worst {mt['litellm_process']:.0f}×); requests that "
-                      f"already fit (nothing to trim): {gf['litellm_inproc']:.0f}× in process, "
-                      f"{gf['litellm_process']:.1f}× as a process",
+                      f"`cascade compact` process (worst {mt['litellm_process']:.0f}×)"
+                      + (f"; requests that already fit (nothing to trim): {gf['litellm_inproc']:.0f}× "
+                         f"in process, {gf['litellm_process']:.1f}× as a process"
+                         if gf["litellm_inproc"] else ""),
                       mt["litellm_inproc"] >= 100))
         goals.append(("≥ 20× faster than LangChain `trim_messages`",
                       f"requests that need trimming, LangChain with its approximate counter: "
@@ -105,7 +106,7 @@ def main():
                       f"{gt['lc_o200k_inproc']:.0f}× (worst {mt['lc_o200k_inproc']:.0f}×)",
                       gt["lc_bytes_inproc"] >= 20))
     if after3:
-        goals.append(("estimate after 3 EMA observations: median |err| ≤ 3%, p95 ≤ 8%",
+        goals.append(("estimate after 3 EMA observations: median abs. error ≤ 3%, p95 ≤ 8%",
                       f"median {after3['median_abs'] * 100:.1f}%, p95 {after3['p95_abs'] * 100:.1f}% "
                       f"(rolling, every call observed: {rolling['median_abs'] * 100:.1f}% / "
                       f"{rolling['p95_abs'] * 100:.1f}%)" if rolling else "",
@@ -132,6 +133,10 @@ def main():
     for key in ["1", "2", "3", "4"]:
         if key in parts:
             out.append(parts[key])
+        if key == "1":
+            out.append("The criterion bench `cargo bench -p context_cascade --bench prepare` measures "
+                       "the same three paths on the same requests (not run by `run.sh`: it takes "
+                       "longer and prints no side-by-side ratio; use it to compare two commits).\n")
     out.append("## 5. Memory\n")
     out.append("Peak resident set size (kernel high-water mark via `getrusage`) on the ~1M-token "
                f"request ({rust['inputs'][-1]['bytes'] / 1e6:.1f} MB of JSON, "
