@@ -39,4 +39,4 @@ pub use provider::{
 };
 pub use stream::{SseEvent, SseStream, UsageProbe, UsageScanner};
 pub use summarizer::prompt::TranscriptLimits;
-pub use summarizer::{LlmSummarizer, SummarizerPolicy};
+pub use summarizer::{LlmSummarizer, SUMMARIZER_KEY_ENV, SummarizerPolicy};

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use context_cascade::Report;
 use context_cascade::format::{self, WriteOptions};
 
-use crate::commands::{FormatArg, SummarizerArg};
+use crate::commands::{FormatArg, SummarizerArgs};
 use crate::error::CliError;
 use crate::table::thousands;
 use crate::window::WindowArgs;
@@ -20,9 +20,8 @@ pub struct CompactArgs {
     /// Force the input format instead of detecting it.
     #[arg(long, value_enum)]
     pub format: Option<FormatArg>,
-    /// Who writes the summaries of strategy ④.
-    #[arg(long, value_enum, default_value_t = SummarizerArg::Offline)]
-    pub summarizer: SummarizerArg,
+    #[command(flatten)]
+    pub summarizer: SummarizerArgs,
     /// Write the JSON report (every step, tokens before and after, fits) to this file.
     #[arg(long, value_name = "FILE")]
     pub report: Option<PathBuf>,
@@ -41,7 +40,7 @@ pub fn run(args: &CompactArgs) -> Result<(), CliError> {
         crate::input::read_conversation(args.file.as_deref(), args.format.map(Into::into))?;
     let resolved = args.window.resolve(&conversation);
     let budget = resolved.budget;
-    let manager = args.summarizer.install(resolved.manager());
+    let manager = args.summarizer.install(resolved.manager())?;
     let report = pollster::block_on(manager.compact_with_summary(&mut conversation, budget));
 
     let output_name = output_name(args.output.as_ref());

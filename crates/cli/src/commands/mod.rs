@@ -7,7 +7,12 @@ pub mod inspect;
 pub mod models;
 pub mod replay;
 
-use context_cascade::Format;
+use std::sync::Arc;
+
+use cascade_llm::{LlmSummarizer, Provider};
+use context_cascade::{ContextManager, Format};
+
+use crate::error::CliError;
 
 /// `--format`: forces the wire format instead of auto-detecting it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -30,24 +35,48 @@ impl From<FormatArg> for Format {
     }
 }
 
-/// `--summarizer`: who writes the summaries of strategy ④. Only the built-in offline
-/// summarizer for now; endpoint URLs come with the LLM client crate.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
-pub enum SummarizerArg {
-    /// Deterministic extractive summary, no network.
-    #[default]
-    Offline,
+/// `--summarizer offline|URL`: who writes the summaries of strategy ④.
+#[derive(Debug, Clone, clap::Args)]
+pub struct SummarizerArgs {
+    /// `offline` (deterministic, no network) or the base URL of an OpenAI-compatible
+    /// endpoint (Anthropic with `--summarizer-api anthropic`); the key comes from
+    /// CASCADE_SUMMARIZER_API_KEY.
+    #[arg(long, value_name = "offline|URL", default_value = "offline")]
+    pub summarizer: String,
+    /// The model the summarizer endpoint is asked for.
+    #[arg(long, value_name = "NAME")]
+    pub summarizer_model: Option<String>,
+    /// The protocol the summarizer endpoint speaks.
+    #[arg(long, value_enum, default_value_t = ApiArg::Openai)]
+    pub summarizer_api: ApiArg,
 }
 
-impl SummarizerArg {
+/// `--summarizer-api`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ApiArg {
+    /// OpenAI Chat Completions (`/v1/chat/completions`).
+    Openai,
+    /// Anthropic Messages (`/v1/messages`).
+    Anthropic,
+}
+
+impl SummarizerArgs {
     /// Gives `manager` this summarizer.
-    pub fn install(
-        self,
-        manager: context_cascade::ContextManager,
-    ) -> context_cascade::ContextManager {
-        match self {
+    pub fn install(&self, manager: ContextManager) -> Result<ContextManager, CliError> {
+        if self.summarizer.eq_ignore_ascii_case("offline") {
             // ContextManager::new already holds the offline summarizer.
-            SummarizerArg::Offline => manager,
+            return Ok(manager);
         }
+        let provider = match self.summarizer_api {
+            ApiArg::Openai => Provider::OpenAi,
+            ApiArg::Anthropic => Provider::Anthropic,
+        };
+        let summarizer = LlmSummarizer::for_endpoint(
+            provider,
+            &self.summarizer,
+            self.summarizer_model.as_deref(),
+        )
+        .map_err(|e| CliError::bad_input("--summarizer", &self.summarizer, e.to_string()))?;
+        Ok(manager.with_summarizer(Arc::new(summarizer)))
     }
 }

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::chart::terminal_width;
-use crate::commands::{FormatArg, SummarizerArg};
+use crate::commands::{FormatArg, SummarizerArgs};
 use crate::error::CliError;
 use crate::table::{Align, Table, percent, thousands};
 use crate::timeline::{Timeline, call_turns, replay};
@@ -26,9 +26,8 @@ pub struct ReplayArgs {
     /// Force the input format instead of detecting it.
     #[arg(long, value_enum)]
     pub format: Option<FormatArg>,
-    /// Who writes the summaries of strategy ④.
-    #[arg(long, value_enum, default_value_t = SummarizerArg::Offline)]
-    pub summarizer: SummarizerArg,
+    #[command(flatten)]
+    pub summarizer: SummarizerArgs,
     /// Draw the timeline as an SVG chart into this file.
     #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<PathBuf>,
@@ -40,7 +39,7 @@ pub fn run(args: &ReplayArgs) -> Result<(), CliError> {
         crate::input::read_conversation(Some(&args.file), args.format.map(Into::into))?;
     let resolved = args.window.resolve(&conversation);
     let budget = resolved.budget;
-    let manager = args.summarizer.install(resolved.manager());
+    let manager = args.summarizer.install(resolved.manager())?;
 
     let turns = call_turns(&conversation).len();
     let progress = (turns > PROGRESS_THRESHOLD && std::io::stderr().is_terminal()).then(|| {

@@ -294,6 +294,29 @@ fn canonical_sections(text: &str) -> Option<String> {
     Some(out)
 }
 
+/// The environment variable that holds the API key of a summarizer endpoint (the CLI's
+/// `--summarizer URL` and the proxy's `summarizer = "URL"`).
+pub const SUMMARIZER_KEY_ENV: &str = "CASCADE_SUMMARIZER_API_KEY";
+
+impl LlmSummarizer {
+    /// The summarizer behind `--summarizer URL`: an endpoint speaking `provider`'s protocol,
+    /// asked for `model` when given, with the key from [`SUMMARIZER_KEY_ENV`] when set.
+    pub fn for_endpoint(
+        provider: crate::Provider,
+        url: &str,
+        model: Option<&str>,
+    ) -> Result<Self, crate::ClientError> {
+        let mut config = crate::ClientConfig::new(provider, url);
+        if let Some(model) = model {
+            config = config.model(model);
+        }
+        if let Ok(key) = std::env::var(SUMMARIZER_KEY_ENV) {
+            config = config.api_key(key);
+        }
+        Ok(LlmSummarizer::new(ChatClient::new(config)?))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,0 +1,188 @@
+//! `cascade compact --summarizer URL`: the LLM summarizer against a scripted endpoint on
+//! loopback, and the degradation when the endpoint is down.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use axum::Json;
+use axum::routing::post;
+use serde_json::{Value, json};
+
+const BIN: &str = env!("CARGO_BIN_EXE_cascade");
+
+/// A nine-section answer, as a model would write it.
+fn summary_text() -> String {
+    let sections = [
+        "User intent and goals",
+        "Key concepts and terminology",
+        "Files and paths",
+        "Errors encountered and fixes",
+        "Problem-solving approach",
+        "Key user messages",
+        "Pending tasks",
+        "Current progress",
+        "Next steps",
+    ];
+    let mut out = String::new();
+    for (i, s) in sections.iter().enumerate() {
+        out.push_str(&format!(
+            "## {}. {s}\n- scripted summary line {}\n",
+            i + 1,
+            i + 1
+        ));
+    }
+    out
+}
+
+/// Starts the scripted endpoint on a free loopback port; returns its URL and a hit counter.
+fn start_endpoint() -> (String, Arc<AtomicUsize>) {
+    let hits = Arc::new(AtomicUsize::new(0));
+    let counter = hits.clone();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async move {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            tx.send(listener.local_addr().unwrap()).unwrap();
+            let app = axum::Router::new().route(
+                "/v1/chat/completions",
+                post(move |Json(_body): Json<Value>| {
+                    let counter = counter.clone();
+                    async move {
+                        counter.fetch_add(1, Ordering::SeqCst);
+                        Json(json!({
+                            "id": "x", "object": "chat.completion", "model": "scripted",
+                            "choices": [{"index": 0, "finish_reason": "stop",
+                                "message": {"role": "assistant", "content": summary_text()}}],
+                            "usage": {"prompt_tokens": 1000, "completion_tokens": 100, "total_tokens": 1100}
+                        }))
+                    }
+                }),
+            );
+            axum::serve(listener, app).await.unwrap();
+        });
+    });
+    let addr = rx.recv().unwrap();
+    (format!("http://{addr}"), hits)
+}
+
+/// A conversation whose recent messages alone overflow the pruning target, so that ③
+/// cannot do and ④ must summarize: long prose turns, nothing ② could compact.
+fn session(id: &str) -> PathBuf {
+    let prose = "The parser in src/lexer.rs still mishandles nested comments; ".repeat(30);
+    let mut messages =
+        vec![json!({"role": "user", "content": "Fix the nested comment bug in src/lexer.rs"})];
+    for i in 0..20 {
+        messages.push(json!({"role": "assistant", "content": format!("Step {i}: {prose}")}));
+        messages.push(json!({"role": "user", "content": format!("Noted {i}. {prose}")}));
+    }
+    let body = json!({"model": "gpt-4o", "messages": messages});
+    let path = std::env::temp_dir().join(format!("cascade-summarizer-session-{id}.json"));
+    std::fs::write(&path, body.to_string()).unwrap();
+    path
+}
+
+fn compact(summarizer: &str) -> (std::process::Output, String, Value) {
+    let dir = std::env::temp_dir();
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let id = format!(
+        "{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::SeqCst)
+    );
+    let out = dir.join(format!("cascade-summarizer-{id}.json"));
+    let report = dir.join(format!("cascade-summarizer-{id}-report.json"));
+    let output = Command::new(BIN)
+        .args([
+            "compact",
+            session(&id).to_str().unwrap(),
+            "--window",
+            "4000",
+            "--summarizer",
+            summarizer,
+        ])
+        .args([
+            "--summarizer-model",
+            "scripted",
+            "-o",
+            out.to_str().unwrap(),
+            "--report",
+            report.to_str().unwrap(),
+        ])
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap();
+    let body = std::fs::read_to_string(&out).unwrap_or_default();
+    let report =
+        serde_json::from_slice(&std::fs::read(&report).unwrap_or_default()).unwrap_or(Value::Null);
+    (output, body, report)
+}
+
+#[test]
+fn an_endpoint_writes_the_summary() {
+    let (url, hits) = start_endpoint();
+    let (output, body, report) = compact(&url);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        hits.load(Ordering::SeqCst) >= 1,
+        "the endpoint was never asked"
+    );
+    assert!(
+        body.contains("[context summary]"),
+        "no summary in the output"
+    );
+    assert!(
+        body.contains("scripted summary line 3"),
+        "the endpoint's summary is not the one written"
+    );
+    let strategies: Vec<&str> = report["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s["strategy"].as_str())
+        .collect();
+    assert!(strategies.contains(&"summarize"), "{strategies:?}");
+    assert_eq!(report["degraded"], json!(false));
+}
+
+#[test]
+fn a_dead_endpoint_degrades_instead_of_failing() {
+    // Bind then drop a listener: nothing answers on that port.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let (output, body, report) = compact(&format!("http://127.0.0.1:{port}"));
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(report["degraded"], json!(true), "{report}");
+    assert!(
+        body.contains("summary unavailable]"),
+        "no bare notice in the output"
+    );
+}
+
+#[test]
+fn a_bad_summarizer_url_is_one_line_and_exit_2() {
+    let (output, _, _) = compact("not a url");
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.starts_with("cascade: --summarizer: not a url:"),
+        "{stderr}"
+    );
+}
