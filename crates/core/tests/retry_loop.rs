@@ -10,7 +10,7 @@ use std::sync::Arc;
 use common::invariants;
 use common::scripted::{
     PROVIDERS, Provider, ScriptedLlm, ScriptedSummarizer, count_of, enforcing_upstream,
-    nine_sections, overflowing_upstream,
+    nine_sections, overflow_with_counts, overflow_without_counts, overflowing_upstream,
 };
 use context_cascade::format::{self, WriteOptions};
 use context_cascade::llm::LlmError;
@@ -676,4 +676,27 @@ fn pinned_and_remembered_messages_survive_every_attempt() {
         );
     }
     check_requests(&manager, &original, &received);
+}
+
+#[test]
+fn the_scripted_bodies_are_the_providers_own() {
+    // The doubles answer with the providers' real wording; the counts are read back.
+    let openai = r#"{"error":{"message":"This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens.","type":"invalid_request_error","code":"context_length_exceeded"}}"#;
+    assert_eq!(
+        overflow_with_counts(Provider::OpenAi, 9_000, 8_192),
+        LlmError::status(400, openai)
+    );
+    for provider in PROVIDERS {
+        let overflow = overflow_with_counts(provider, 9_000, 8_192)
+            .overflow()
+            .unwrap_or_else(|| panic!("{provider:?}"));
+        assert_eq!(overflow.observed_tokens, Some(9_000), "{provider:?}");
+        assert_eq!(overflow.limit_tokens, Some(8_192), "{provider:?}");
+        let bare = overflow_without_counts(provider).overflow();
+        assert!(
+            bare.as_ref()
+                .is_some_and(|o| o.observed_tokens.is_none() && o.limit_tokens.is_none()),
+            "{provider:?}: {bare:?}"
+        );
+    }
 }
