@@ -49,10 +49,11 @@ impl SectionMerge {
             }
             if LATEST_LABELS.contains(&label) {
                 // Only the newest "last ..." line is true; the newest comes last.
+                // The newest goes last (where a cut section keeps it); the older line is
+                // blanked and dropped when the section is finished.
                 let key = latest_key(label);
                 if let Some(&at) = self.keyed.get(key) {
-                    self.replace(at, line);
-                    return;
+                    self.replace(at, String::new());
                 }
                 self.keyed.insert(key.to_owned(), self.lines.len());
             }
@@ -121,6 +122,7 @@ impl SectionMerge {
     /// with a marker where lines were left out.
     pub(crate) fn finish(self, max: usize, head: usize) -> Vec<String> {
         let mut lines = self.lines;
+        lines.retain(|l| !l.is_empty());
         if lines.len() <= max {
             return lines;
         }
@@ -277,6 +279,21 @@ mod tests {
                 "- `c` (read)",
                 "- `d` (edited)",
                 "- … (2 more items omitted)"
+            ]
+        );
+    }
+
+    #[test]
+    fn the_newest_latest_line_moves_to_the_end() {
+        let mut m = SectionMerge::default();
+        m.add(7, "- Last assistant message: \"a\"", None);
+        m.add(7, "- Tool calls: X ×1", None);
+        m.add(7, "- Last assistant message: \"b\"", None);
+        assert_eq!(
+            m.finish(1, 0),
+            vec![
+                "- … (1 more items omitted)",
+                "- Last assistant message: \"b\""
             ]
         );
     }

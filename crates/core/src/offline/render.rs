@@ -148,12 +148,6 @@ pub(crate) fn sections(facts: &Facts, level: Level) -> [Vec<String>; 9] {
     }
 
     // 8. Current progress
-    if let Some(last) = &facts.last_assistant_text {
-        s[7].push(format!(
-            "- Last assistant message: {}",
-            quote(last, level.quote)
-        ));
-    }
     for todo in facts.todo_list.iter().flatten() {
         if todo.status == TodoStatus::Completed {
             s[7].push(format!("- [x] {}", todo.text.render(level.snippet)));
@@ -183,6 +177,13 @@ pub(crate) fn sections(facts: &Facts, level: Level) -> [Vec<String>; 9] {
         .map(|(k, n)| (k.to_owned(), n))
         .collect();
         s[7].push(tally_line(MESSAGES_LABEL, counts));
+    }
+    // Last, so that it is what a cut section keeps.
+    if let Some(last) = &facts.last_assistant_text {
+        s[7].push(format!(
+            "- Last assistant message: {}",
+            quote(last, level.quote)
+        ));
     }
 
     // 9. Next steps
