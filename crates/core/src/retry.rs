@@ -131,10 +131,15 @@ impl ContextManager {
                     .get_or_insert_with(|| format!("{} calls overflowed", report.calls));
                 return Err(CallError::Exhausted { report });
             }
+            // Kept so that giving up leaves the conversation as it was last sent, and the
+            // report without the steps that never reached the provider.
+            let (sent, steps_sent) = (conversation.clone(), report.steps.len());
             if !self
                 .recover_enough(conversation, budget, &mut attempt, &mut report)
                 .await
             {
+                *conversation = sent;
+                report.steps.truncate(steps_sent);
                 self.finish(conversation, budget, &mut report);
                 let reason = format!("no strategy could free more after {} call(s)", report.calls);
                 report.reason = Some(
