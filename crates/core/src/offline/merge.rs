@@ -11,6 +11,9 @@ use super::render::{
 };
 use crate::markers;
 
+const INITIAL: &str = "- Initial request: ";
+const LATER: &str = "- Later: ";
+
 /// One section being merged.
 #[derive(Debug, Default)]
 pub(crate) struct SectionMerge {
@@ -34,6 +37,21 @@ impl SectionMerge {
             // Paths are never cut: a shortened path is a wrong path.
             Some(n) if index != 2 && line.chars().count() > n => shorten(line, n),
             _ => line.to_owned(),
+        };
+        if self.present.contains_key(&line) {
+            return;
+        }
+        // Each summarized part opens with its own first request; only the first of them
+        // is the initial one.
+        let line = match line.strip_prefix(INITIAL) {
+            Some(rest) if index == 0 && self.keyed.contains_key(INITIAL) => {
+                format!("{LATER}{rest}")
+            }
+            Some(_) if index == 0 => {
+                self.keyed.insert(INITIAL.to_owned(), self.lines.len());
+                line
+            }
+            _ => line,
         };
         if self.present.contains_key(&line) {
             return;
@@ -295,6 +313,18 @@ mod tests {
                 "- … (1 more items omitted)",
                 "- Last assistant message: \"b\""
             ]
+        );
+    }
+
+    #[test]
+    fn only_the_first_initial_request_keeps_its_label() {
+        let mut m = SectionMerge::default();
+        m.add(0, "- Initial request: \"a\"", None);
+        m.add(0, "- Initial request: \"b\"", None);
+        m.add(0, "- Initial request: \"a\"", None);
+        assert_eq!(
+            m.finish(9, 9),
+            vec!["- Initial request: \"a\"", "- Later: \"b\"",]
         );
     }
 
