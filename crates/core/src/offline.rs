@@ -91,7 +91,7 @@ impl OfflineSummarizer {
     /// The summary, computed synchronously (what the trait's ready future holds).
     pub fn summarize_now(&self, request: &SummaryRequest) -> Result<String, SummaryError> {
         let c = self.config;
-        // Merged lines are shortened to the quote length plus room for their bullet prefix.
+        // Excerpts keep as much as the largest rendering quotes; smaller ones cut them down.
         let mut gatherer = Gatherer::new(c.quote_chars, c.snippet_chars);
         request.messages.iter().for_each(|m| gatherer.message(m));
         let facts = gatherer.finish();
@@ -134,8 +134,16 @@ impl OfflineSummarizer {
 }
 
 impl Summarizer for OfflineSummarizer {
+    /// `offline/v1`; other limits give other summaries, so they are part of the identity.
     fn id(&self) -> String {
-        "offline/v1".to_owned()
+        let c = self.config;
+        if c == OfflineConfig::default() {
+            return "offline/v1".to_owned();
+        }
+        format!(
+            "offline/v1?quote={}&snippet={}&key={}&other={}&identifiers={}",
+            c.quote_chars, c.snippet_chars, c.key_items, c.other_items, c.identifiers
+        )
     }
 
     fn summarize<'a>(

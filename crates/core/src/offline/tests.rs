@@ -132,6 +132,13 @@ fn nine_headings_in_order_and_id() {
     }
     assert!(summary.starts_with(&section_heading(0)));
     assert_eq!(OfflineSummarizer::default().id(), "offline/v1");
+    let custom = OfflineSummarizer::new(OfflineConfig {
+        quote_chars: 40,
+        ..OfflineConfig::default()
+    });
+    assert!(custom.id().starts_with("offline/v1?quote=40&"));
+    let short = custom.summarize_now(&request(session())).unwrap();
+    assert!(short.len() < summary.len());
 }
 
 #[test]
