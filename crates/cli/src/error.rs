@@ -18,6 +18,12 @@ pub enum CliError {
     /// The conversation cannot fit the window, even with every strategy applied.
     #[error("cannot fit: {reason}")]
     CannotFit { reason: String },
+    /// Flags that cannot work together, or a required one missing.
+    #[error("{0}")]
+    Usage(String),
+    /// The proxy could not start or stopped on an error.
+    #[error("proxy: {0}")]
+    Runtime(String),
 }
 
 impl CliError {
@@ -47,7 +53,10 @@ impl CliError {
     pub fn exit_code(&self) -> ExitCode {
         match self {
             CliError::CannotFit { .. } => ExitCode::from(1),
-            CliError::BadInput { .. } | CliError::Write { .. } => ExitCode::from(2),
+            CliError::BadInput { .. } | CliError::Write { .. } | CliError::Usage(_) => {
+                ExitCode::from(2)
+            }
+            CliError::Runtime(_) => ExitCode::from(3),
         }
     }
 }

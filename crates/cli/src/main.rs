@@ -19,7 +19,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use crate::commands::{classify, compact, inspect, models, replay};
+use crate::commands::{classify, compact, inspect, models, proxy, replay};
 use crate::error::CliError;
 
 /// Keep long LLM agent conversations inside the model's context window.
@@ -42,6 +42,8 @@ enum Command {
     Replay(replay::ReplayArgs),
     /// Tell whether a provider's error body is a context-window overflow (one JSON line).
     Classify(classify::ClassifyArgs),
+    /// Run the transparent proxy: any agent, OpenAI- or Anthropic-compatible, streaming.
+    Proxy(proxy::ProxyArgs),
 }
 
 fn main() -> ExitCode {
@@ -53,6 +55,7 @@ fn main() -> ExitCode {
         Command::Classify(args) => classify::run(args),
         Command::Compact(args) => compact::run(args),
         Command::Replay(args) => replay::run(args),
+        Command::Proxy(args) => proxy::run(args),
     };
     finish(result)
 }

@@ -5,6 +5,7 @@ pub mod classify;
 pub mod compact;
 pub mod inspect;
 pub mod models;
+pub mod proxy;
 pub mod replay;
 
 use std::sync::Arc;

@@ -1,0 +1,89 @@
+//! `cascade proxy`: the transparent HTTP proxy in front of an OpenAI- or
+//! Anthropic-compatible upstream.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use cascade_proxy::{ProxyConfig, SummarizerChoice};
+
+use crate::error::CliError;
+
+/// Flags of `cascade proxy`; each overrides the config file's value.
+#[derive(Debug, clap::Args)]
+pub struct ProxyArgs {
+    /// Base URL of the upstream (`http://127.0.0.1:8080`, `https://api.openai.com`).
+    #[arg(long, value_name = "URL")]
+    pub upstream: Option<String>,
+    /// Address to listen on.
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<SocketAddr>,
+    /// Context window for every model (else: config, upstream discovery, catalog).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub window: Option<u64>,
+    /// TOML config file (upstream, windows per model, tools, summarizer, limits).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// SQLite file for the summary cache, calibration, memory and sticky prefixes.
+    #[arg(long, value_name = "PATH")]
+    pub db: Option<PathBuf>,
+    /// `offline` or the base URL of a summarizer endpoint (key: CASCADE_SUMMARIZER_API_KEY).
+    #[arg(long, value_name = "offline|URL")]
+    pub summarizer: Option<String>,
+    /// The model the summarizer endpoint is asked for.
+    #[arg(long, value_name = "NAME")]
+    pub summarizer_model: Option<String>,
+}
+
+/// Builds the configuration and serves until Ctrl-C.
+pub fn run(args: &ProxyArgs) -> Result<(), CliError> {
+    let config = configure(args)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::Runtime(e.to_string()))?;
+    runtime.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(config.listen)
+            .await
+            .map_err(|e| {
+                CliError::bad_input("--listen", config.listen.to_string(), e.to_string())
+            })?;
+        if let Ok(address) = listener.local_addr() {
+            eprintln!(
+                "cascade proxy: listening on http://{address}, upstream {}",
+                config.upstream_base()
+            );
+        }
+        cascade_proxy::serve(config, listener)
+            .await
+            .map_err(|e| CliError::Runtime(e.to_string()))
+    })
+}
+
+fn configure(args: &ProxyArgs) -> Result<ProxyConfig, CliError> {
+    let mut config = match &args.config {
+        Some(path) => ProxyConfig::load(path)
+            .map_err(|e| CliError::bad_input(path.display().to_string(), "$", e.to_string()))?,
+        None => ProxyConfig::new(String::new()),
+    };
+    if let Some(upstream) = &args.upstream {
+        config.upstream = upstream.clone();
+    }
+    if config.upstream.trim().is_empty() {
+        return Err(CliError::Usage(
+            "proxy: an upstream is required: --upstream URL or `upstream` in --config".into(),
+        ));
+    }
+    if let Some(listen) = args.listen {
+        config.listen = listen;
+    }
+    if args.window.is_some() {
+        config.window = args.window;
+    }
+    if let Some(db) = &args.db {
+        config.db_path = db.clone();
+    }
+    if let Some(summarizer) = &args.summarizer {
+        config.summarizer = SummarizerChoice::parse(summarizer, args.summarizer_model.clone());
+    }
+    Ok(config)
+}
