@@ -8,6 +8,7 @@
 //! `DIR/curve-*.svg` and `DIR/inputs/*.json`. `--quick` runs fewer repetitions.
 
 mod accuracy;
+mod accuracy_tables;
 mod curve;
 mod inputs;
 mod measured;
@@ -75,7 +76,7 @@ fn run() -> Result<(), String> {
 
     let markdown = [
         prep_cost::markdown(&prep),
-        accuracy::markdown(&accuracy),
+        accuracy_tables::markdown(&accuracy),
         curve::markdown(&curves),
     ]
     .join("\n");

@@ -23,6 +23,8 @@ pub struct Measured {
     pub calls: Vec<usize>,
     /// Claude Code compaction points: (message_index, preTokens reported by the provider).
     pub compactions: Vec<(usize, u64)>,
+    /// The model the session used most (`meta.models`), or `meta.model`.
+    pub session_model: String,
 }
 
 impl Measured {
@@ -56,7 +58,26 @@ impl Measured {
                 Some((index, pre))
             })
             .collect();
+        let session_model = fixture
+            .meta
+            .get("models")
+            .and_then(Value::as_object)
+            .and_then(|models| {
+                models
+                    .iter()
+                    .max_by_key(|(_, n)| n.as_u64().unwrap_or(0))
+                    .map(|(k, _)| k.clone())
+            })
+            .or_else(|| {
+                fixture
+                    .meta
+                    .get("model")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+            })
+            .unwrap_or_default();
         Ok(Measured {
+            session_model,
             name: fixture.name.clone(),
             conversation,
             cum_counts,
