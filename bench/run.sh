@@ -12,6 +12,14 @@ OUT=bench/out
 mkdir -p "$OUT/inputs"
 log() { echo "[bench +$(($(date +%s) - START))s] $*" >&2; }
 BIN="${CARGO_TARGET_DIR:-target}/release"
+# The fixture transcripts live beside the repository (../shared), not in it.
+FIXTURES="${CASCADE_FIXTURES:-../shared/fixtures/transcripts}"
+if [ ! -d "$FIXTURES" ]; then
+  echo "bench/run.sh: no fixture transcripts at $FIXTURES (set CASCADE_FIXTURES to their folder)" >&2
+  exit 2
+fi
+CASCADE_FIXTURES="$(cd "$FIXTURES" && pwd)"
+export CASCADE_FIXTURES
 QUICK_FLAG=()
 if [ "${QUICK:-0}" = 1 ]; then QUICK_FLAG=(--quick); fi
 
