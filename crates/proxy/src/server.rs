@@ -54,6 +54,7 @@ pub struct AppState {
     metrics: Arc<Metrics>,
     windows: Windows,
     sticky: Sticky,
+    remember: memory::RememberDetector,
 }
 
 impl AppState {
@@ -93,7 +94,9 @@ impl AppState {
             .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|e| ProxyError::Client(e.to_string()))?;
+        let remember = memory::RememberDetector::new(manager.config().remember.clone());
         Ok(Arc::new(AppState {
+            remember,
             config,
             manager,
             catalog,
@@ -402,9 +405,8 @@ fn remember(
     body: &mut Value,
     format: Format,
 ) -> Option<memory::Injection> {
-    let policy = &state.manager.config().remember;
     let mut stored = 0;
-    for text in memory::remember_requests(body, policy) {
+    for text in memory::remember_requests(body, &state.remember) {
         match state.store.add_fact(key, &memory::fact_hash(&text), &text) {
             Ok(true) => stored += 1,
             Ok(false) => {}
