@@ -326,7 +326,11 @@ async fn cascade(state: &Arc<AppState>, format: Format, request: Request) -> Res
         .uri
         .path_and_query()
         .map_or(parts.uri.path(), |p| p.as_str());
+    // Untouched requests go upstream byte for byte as the client wrote them (unless they
+    // carry `_pin` markers, which providers reject).
+    let untouched = stitched.is_none() && injection.is_none() && !carries_pins(&conversation);
     let call = UpstreamCall {
+        original: untouched.then(|| (bytes.clone(), conversation.clone())),
         client: &state.client,
         url: format!("{}{path}", state.config.upstream_base()),
         headers,
@@ -369,6 +373,11 @@ async fn cascade(state: &Arc<AppState>, format: Format, request: Request) -> Res
             response
         }
     }
+}
+
+/// Whether a message carries a `_pin` marker on the wire.
+fn carries_pins(conversation: &Conversation) -> bool {
+    (conversation.messages.iter()).any(|m| m.fields().contains_key("_pin"))
 }
 
 /// The message hashes of a request as it goes into the cascade: the client's bytes, with

@@ -83,19 +83,34 @@ pub struct UpstreamCall<'a> {
     pub headers: HeaderMap,
     pub stream: bool,
     pub timeout: Duration,
+    /// The client's body and the conversation it parsed into: while the conversation the
+    /// engine sends is still equal to it, the client's bytes go upstream as they came.
+    pub original: Option<(Bytes, Conversation)>,
 }
 
 impl UpstreamCall<'_> {
-    async fn send(
-        &self,
-        conversation: &Conversation,
-    ) -> Result<Completion<UpstreamOutput>, LlmError> {
+    /// The request body for `conversation`: the client's own bytes when nothing changed,
+    /// else the conversation written out with `_pin` stripped.
+    fn body(&self, conversation: &Conversation) -> Result<Bytes, LlmError> {
+        if let Some((bytes, parsed)) = &self.original
+            && parsed == conversation
+        {
+            return Ok(bytes.clone());
+        }
         let options = WriteOptions {
             strip_pins: true,
             pretty: false,
         };
-        let body = to_vec(conversation, options)
-            .map_err(|e| LlmError::Transport(format!("could not write the request: {e}")))?;
+        to_vec(conversation, options)
+            .map(Bytes::from)
+            .map_err(|e| LlmError::Transport(format!("could not write the request: {e}")))
+    }
+
+    async fn send(
+        &self,
+        conversation: &Conversation,
+    ) -> Result<Completion<UpstreamOutput>, LlmError> {
+        let body = self.body(conversation)?;
         let mut request = self.client.post(&self.url).headers(self.headers.clone());
         if !self.headers.contains_key(CONTENT_TYPE) {
             // The body is JSON whatever the client said (or did not say).

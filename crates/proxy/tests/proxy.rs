@@ -593,3 +593,37 @@ async fn other_methods_on_cascade_paths_are_forwarded() {
         "{text}"
     );
 }
+
+#[tokio::test]
+async fn untouched_requests_go_upstream_byte_for_byte() {
+    let h = start(Script::new(1_000_000), |c| c.window = Some(128_000)).await;
+    // Unusual spacing and key order: kept as the client wrote them.
+    let raw = "{ \"messages\":[{\"content\":\"hi\",  \"role\":\"user\"}], \"model\":\"gpt-4o\" }";
+    let response = h
+        .client
+        .post(format!("{}/v1/chat/completions", h.proxy))
+        .header("content-type", "application/json")
+        .body(raw)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    // A pinned message must lose its marker: re-written.
+    let pinned = r#"{"model":"gpt-4o","messages":[{"role":"user","content":"hi","_pin":true}]}"#;
+    let response = h
+        .client
+        .post(format!("{}/v1/chat/completions", h.proxy))
+        .header("content-type", "application/json")
+        .body(pinned)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let seen = h.script.seen();
+    assert_eq!(&seen[0].body[..], raw.as_bytes());
+    let sent: Value = serde_json::from_slice(&seen[1].body).unwrap();
+    assert_eq!(
+        sent,
+        json!({"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]})
+    );
+}
