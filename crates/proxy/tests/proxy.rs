@@ -627,3 +627,48 @@ async fn untouched_requests_go_upstream_byte_for_byte() {
         json!({"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]})
     );
 }
+
+#[tokio::test]
+async fn summary_cache_survives_a_restart() {
+    let path =
+        std::env::temp_dir().join(format!("cascade-proxy-summaries-{}.db", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    let db = path.clone();
+    let mut script = Script::new(1_000_000);
+    script.report_usage = false;
+    let h = start(script, move |c| {
+        c.window = Some(4000);
+        c.db_path = db;
+    })
+    .await;
+    let body = json!({"model": "gpt-4o", "messages": history(10, 3000, LAST)});
+    let first = post(&h, "/v1/chat/completions", &body).await;
+    assert!(
+        first.headers()["x-context-cascade"]
+            .to_str()
+            .unwrap()
+            .contains("summarize")
+    );
+    assert!(h.state.metrics().summary_misses >= 1);
+
+    let mut config = cascade_proxy::ProxyConfig::new(h.upstream.clone());
+    config.db_path = path.clone();
+    config.window = Some(4000);
+    config.discover = false;
+    let (proxy, state) = common::start_proxy(config).await;
+    // Another conversation name, so that the sticky prefix does not answer instead.
+    let second = h
+        .client
+        .post(format!("{proxy}/v1/chat/completions"))
+        .header("x-cascade-session", "after-restart")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(second.status(), 200);
+    let m = state.metrics();
+    assert!(m.summary_hits >= 1 && m.summary_misses == 0, "{m:?}");
+    let seen = h.script.seen();
+    assert_eq!(seen[0].body, seen[1].body);
+    let _ = std::fs::remove_file(&path);
+}
