@@ -213,12 +213,26 @@ impl Sticky {
             .collect::<Option<Vec<MessageHash>>>()?;
         let mut compacted = parse(&stored.compacted, Some(format)).ok()?;
         compacted.envelope.clear();
-        Some(Entry {
+        let entry = Entry {
             format,
             originals,
             compacted: Arc::new(compacted),
             last_used: 0,
-        })
+        };
+        // Kept in memory from now on: the next request of the conversation is a map hit,
+        // and forgetting it (record) also deletes the stored copy.
+        let mut guard = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        let (map, clock) = &mut *guard;
+        *clock += 1;
+        insert(
+            map,
+            key,
+            Entry {
+                last_used: *clock,
+                ..entry.clone()
+            },
+        );
+        Some(entry)
     }
 
     /// Replaces the known prefix of `conversation` (whose messages hash to `hashes`) with
@@ -287,22 +301,27 @@ impl Sticky {
             }),
             last_used: *clock,
         };
-        if map.len() >= MEMORY_CAPACITY
-            && !map.contains_key(key)
-            && let Some(oldest) = map
-                .iter()
-                .min_by_key(|(_, e)| e.last_used)
-                .map(|(k, _)| k.clone())
-        {
-            map.remove(&oldest);
-        }
-        map.insert(key.to_owned(), entry.clone());
+        insert(map, key, entry.clone());
         drop(guard);
         // Written off the request path: a long history is megabytes of JSON.
         let store = self.store.clone();
         let key = key.to_owned();
         tokio::task::spawn_blocking(move || persist(&store, &key, entry));
     }
+}
+
+/// Inserts an entry, evicting the least recently used one when the map is full.
+fn insert(map: &mut HashMap<String, Entry>, key: &str, entry: Entry) {
+    if map.len() >= MEMORY_CAPACITY
+        && !map.contains_key(key)
+        && let Some(oldest) = map
+            .iter()
+            .min_by_key(|(_, e)| e.last_used)
+            .map(|(k, _)| k.clone())
+    {
+        map.remove(&oldest);
+    }
+    map.insert(key.to_owned(), entry);
 }
 
 fn persist(store: &Store, key: &str, entry: Entry) {
