@@ -354,13 +354,24 @@ async fn cascade(state: &Arc<AppState>, format: Format, request: Request) -> Res
         Err(CallError::Exhausted { report }) => {
             state.metrics.report(&report, false, true);
             state.save_scale(&model);
+            let steps = report.summary_line();
             let message = format!(
-                "context-cascade: the conversation still exceeds the model's context window after {} calls \
-                 (window {} tokens, about {} tokens left after: {}); start a new conversation or raise the window",
+                "context-cascade: the conversation still exceeds the model's context window after {} call(s) \
+                 (window {} tokens; after {} the request takes about {} tokens){}; \
+                 start a new conversation or raise the window",
                 report.calls,
                 report.window,
+                if steps.is_empty() {
+                    "every strategy"
+                } else {
+                    &steps
+                },
                 report.tokens_after,
-                report.summary_line()
+                report
+                    .reason
+                    .as_deref()
+                    .map(|r| format!(": {r}"))
+                    .unwrap_or_default(),
             );
             let mut response = error_response(format, ErrorKind::ContextLength, &message);
             add_report_header(&mut response, &report);
