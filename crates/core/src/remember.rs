@@ -125,6 +125,11 @@ const MAX_SENTENCE_CHARS: usize = 300;
 pub struct RememberPolicy {
     phrases: Vec<String>,
     compiled: Vec<Phrase>,
+    /// A cheap first test: every phrase's longest run of ASCII letters (or the whole phrase
+    /// when it has none), searched case-insensitively in one pass. A text without any of
+    /// them cannot match, so the full test, which normalizes the whole text, runs only on
+    /// the few that might: on a long history it would otherwise dominate `prepare`.
+    prefilter: Option<regex::Regex>,
 }
 
 #[derive(Debug, Clone)]
@@ -151,6 +156,7 @@ impl RememberPolicy {
         let mut policy = RememberPolicy {
             phrases: Vec::new(),
             compiled: Vec::new(),
+            prefilter: None,
         };
         for phrase in phrases {
             let original = phrase.as_ref().trim();
@@ -174,6 +180,7 @@ impl RememberPolicy {
                 narrative,
             });
         }
+        policy.prefilter = prefilter(&policy.phrases);
         policy
     }
 
@@ -185,6 +192,9 @@ impl RememberPolicy {
     /// Whether `text` (a user message's text) asks to remember something.
     pub fn is_remember_request(&self, text: &str) -> bool {
         if self.compiled.is_empty() {
+            return false;
+        }
+        if self.prefilter.as_ref().is_some_and(|re| !re.is_match(text)) {
             return false;
         }
         let text = normalize_text(text);
@@ -204,6 +214,27 @@ impl RememberPolicy {
 
 /// Lowercases, straightens typographic apostrophes and collapses whitespace runs (to a
 /// newline when the run holds one, since a newline starts a new clause).
+/// The needles of [`RememberPolicy::prefilter`]; `None` (no prefilter) when there is
+/// nothing to search for or the pattern cannot be built.
+fn prefilter(phrases: &[String]) -> Option<regex::Regex> {
+    let needles: Vec<String> = phrases
+        .iter()
+        .map(|phrase| {
+            let longest = (phrase.split(|c: char| !c.is_ascii_alphabetic()))
+                .max_by_key(|run| run.len())
+                .unwrap_or("");
+            regex::escape(if longest.is_empty() { phrase } else { longest })
+        })
+        .filter(|needle| !needle.is_empty())
+        .collect();
+    if needles.is_empty() {
+        return None;
+    }
+    (regex::RegexBuilder::new(&needles.join("|")).case_insensitive(true))
+        .build()
+        .ok()
+}
+
 fn normalize_text(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut pending: Option<char> = None;
