@@ -44,6 +44,14 @@ pub fn compact_tool_results(
     if candidates.is_empty() {
         return None;
     }
+    if mode == CompactMode::Watermark
+        && !cx.config.compact_short_of_watermark
+        && !reaches(conversation, cx, &candidates, total, target)
+    {
+        // Compacting a little on every call rewrites an early message each time and
+        // throws the prompt cache away; leave it to ③ at the preemptive threshold.
+        return None;
+    }
     let measure = Measure::before(cx, conversation);
     let placeholder = ClassCounts::of_str(COMPACTED);
     let placeholder_tokens = cx.estimator.tokens_of(&placeholder);
@@ -83,6 +91,30 @@ pub fn compact_tool_results(
         target,
         format!("{compacted} tool result(s) compacted"),
     ))
+}
+
+/// Whether compacting every candidate brings the total down to `target`.
+fn reaches(
+    conversation: &Conversation,
+    cx: &StepContext<'_>,
+    candidates: &[(usize, usize)],
+    total: u64,
+    target: u64,
+) -> bool {
+    let placeholder = cx.estimator.tokens_of(&ClassCounts::of_str(COMPACTED));
+    let freed: u64 = (candidates.iter())
+        .filter_map(
+            |&(message, block)| match &conversation.messages[message].blocks()[block] {
+                Block::ToolResult(result) => Some(
+                    cx.estimator
+                        .tokens_of(&ClassCounts::of_blocks(&result.content)),
+                ),
+                _ => None,
+            },
+        )
+        .map(|tokens| tokens.saturating_sub(placeholder))
+        .sum();
+    total.saturating_sub(freed) <= target
 }
 
 /// The results ② may compact, oldest first, as (message index, block index).

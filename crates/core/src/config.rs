@@ -13,6 +13,11 @@ pub struct CascadeConfig {
     pub headroom_ratio: f64,
     /// ② compacts down to this share of E (hysteresis).
     pub low_watermark: f64,
+    /// ② compacts even when all it may compact cannot bring the total down to the low
+    /// watermark (SPEC's rule, the default). `false`: ② then compacts nothing and leaves the
+    /// history to ③ at the preemptive threshold, so that it does not rewrite one early
+    /// message on every call (measured in `tests/cache_stability.rs`).
+    pub compact_short_of_watermark: bool,
     /// shouldPreemptiveCompact: Layer 2/3 before calling when above this share of E.
     pub preemptive_ratio: f64,
     /// ① cuts at the last newline when it lies past this share of the cut budget.
@@ -49,6 +54,7 @@ impl Default for CascadeConfig {
             single_tool_result_share: 0.50,
             headroom_ratio: 0.75,
             low_watermark: 0.60,
+            compact_short_of_watermark: true,
             preemptive_ratio: 0.90,
             newline_cut_ratio: 0.70,
             recent_messages: 6,

@@ -403,6 +403,23 @@ mod tests {
     }
 
     #[test]
+    fn the_prefilter_never_hides_a_phrase() {
+        let policy = RememberPolicy::default();
+        for phrase in policy.phrases() {
+            let text = format!("so {} this", phrase.to_uppercase());
+            let prefilter = policy.prefilter.as_ref().unwrap();
+            assert!(prefilter.is_match(&text), "{phrase}");
+        }
+        assert!(
+            !policy
+                .prefilter
+                .as_ref()
+                .unwrap()
+                .is_match("the build failed in module 3")
+        );
+    }
+
+    #[test]
     fn english_requests() {
         yes("remember");
         yes("Remember: the API key lives in .env");

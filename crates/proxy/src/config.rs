@@ -9,6 +9,7 @@
 //! upstream_timeout_secs = 600
 //! discover = true                # ask the upstream for its window (llama.cpp, vLLM, Ollama)
 //! sticky_prefix = true           # re-apply earlier compaction to a conversation's known prefix
+//! compact_short_of_watermark = true  # SPEC's ②; false leaves ② to ③ when it cannot reach 0.6·E
 //! summarizer = "offline"         # or an OpenAI/Anthropic-compatible base URL
 //! summarizer_model = "gpt-4o-mini"
 //! summarizer_protocol = "openai"   # or "anthropic"; key in CASCADE_SUMMARIZER_API_KEY
@@ -55,7 +56,7 @@ pub enum SummarizerChoice {
 }
 
 /// The environment variable that holds the LLM summarizer's API key.
-pub const SUMMARIZER_KEY_ENV: &str = "CASCADE_SUMMARIZER_API_KEY";
+pub use cascade_llm::SUMMARIZER_KEY_ENV;
 
 impl SummarizerChoice {
     /// `"offline"` or a URL, as the `--summarizer` flag takes it. A URL on
@@ -106,6 +107,10 @@ pub struct ProxyConfig {
     /// Re-apply the previous request's compaction to the known prefix of a conversation
     /// (prompt-cache stability). On by default; off runs the cascade afresh every time.
     pub sticky_prefix: bool,
+    /// ② compacts even when it cannot reach its low watermark (SPEC, the default); `false`
+    /// leaves such histories to ③, which keeps more prompt-cache prefixes (see
+    /// `CascadeConfig::compact_short_of_watermark`).
+    pub compact_short_of_watermark: bool,
 }
 
 /// The file's shape; every key optional.
@@ -122,6 +127,7 @@ struct FileConfig {
     upstream_timeout_secs: Option<u64>,
     discover: Option<bool>,
     sticky_prefix: Option<bool>,
+    compact_short_of_watermark: Option<bool>,
     #[serde(default)]
     compactable_tools: Vec<String>,
     #[serde(default)]
@@ -153,6 +159,7 @@ impl ProxyConfig {
             summarizer: SummarizerChoice::Offline,
             catalog_toml: String::new(),
             sticky_prefix: true,
+            compact_short_of_watermark: true,
         }
     }
 
@@ -182,6 +189,9 @@ impl ProxyConfig {
         }
         if let Some(sticky) = file.sticky_prefix {
             config.sticky_prefix = sticky;
+        }
+        if let Some(short) = file.compact_short_of_watermark {
+            config.compact_short_of_watermark = short;
         }
         config.compactable_tools = file.compactable_tools;
         config.never_compact_tools = file.never_compact_tools;

@@ -10,7 +10,6 @@
 use axum::http::HeaderMap;
 use context_cascade::Format;
 use context_cascade::remember::RememberPolicy;
-use regex::{Regex, RegexBuilder};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
@@ -100,65 +99,12 @@ pub fn user_text(message: &Value) -> Option<String> {
 }
 
 /// The remember requests among a request's user messages, in order.
-pub fn remember_requests(body: &Value, detector: &RememberDetector) -> Vec<String> {
+pub fn remember_requests(body: &Value, policy: &RememberPolicy) -> Vec<String> {
     messages_of(body)
         .iter()
         .filter_map(user_text)
-        .filter(|text| detector.is_remember_request(text))
+        .filter(|text| policy.is_remember_request(text))
         .collect()
-}
-
-/// The policy's remember test behind a cheap first test: every phrase's longest run of
-/// ASCII letters (or the whole phrase, when it has none), searched case-insensitively in
-/// one pass. A text without any of them cannot match the policy, so the full test (which
-/// normalizes the whole text) runs only on the few texts that might: on a long history it
-/// would otherwise dominate the time a request spends in the proxy.
-#[derive(Debug, Clone)]
-pub struct RememberDetector {
-    policy: RememberPolicy,
-    needles: Option<Regex>,
-}
-
-impl RememberDetector {
-    /// A detector for `policy`.
-    pub fn new(policy: RememberPolicy) -> Self {
-        let needles: Vec<String> = policy
-            .phrases()
-            .iter()
-            .map(|phrase| {
-                let longest = phrase
-                    .split(|c: char| !c.is_ascii_alphabetic())
-                    .max_by_key(|run| run.len())
-                    .unwrap_or("");
-                if longest.is_empty() {
-                    regex::escape(phrase)
-                } else {
-                    regex::escape(longest)
-                }
-            })
-            .filter(|needle| !needle.is_empty())
-            .collect();
-        // Without needles (an empty policy, or a pattern too large) every text gets the full test.
-        let needles = (!needles.is_empty())
-            .then(|| {
-                RegexBuilder::new(&needles.join("|"))
-                    .case_insensitive(true)
-                    .build()
-                    .ok()
-            })
-            .flatten();
-        RememberDetector { policy, needles }
-    }
-
-    /// Whether `text` might be a remember request (no false negatives).
-    pub fn may_match(&self, text: &str) -> bool {
-        self.needles.as_ref().is_none_or(|re| re.is_match(text))
-    }
-
-    /// The policy's answer for `text`.
-    pub fn is_remember_request(&self, text: &str) -> bool {
-        self.may_match(text) && self.policy.is_remember_request(text)
-    }
 }
 
 /// The SHA-256 of a fact's text (its identity in the store).
@@ -239,13 +185,13 @@ mod tests {
 
     #[test]
     fn facts_dropped_by_the_client_are_injected() {
-        let detector = RememberDetector::new(RememberPolicy::default());
+        let policy = RememberPolicy::default();
         let first = json!({"model": "m", "messages": [
             {"role": "system", "content": "sys"},
             {"role": "user", "content": "hi"},
             {"role": "user", "content": "Please remember that the deploy key is K-42."}
         ]});
-        let facts = remember_requests(&first, &detector);
+        let facts = remember_requests(&first, &policy);
         assert_eq!(facts.len(), 1);
         let mut later = json!({"model": "m", "messages": [
             {"role": "system", "content": "sys"},
@@ -269,30 +215,6 @@ mod tests {
                 .contains("K-42")
         );
         assert!(missing_facts(&first, &facts).is_empty());
-    }
-
-    #[test]
-    fn needles_never_hide_a_remember_request() {
-        let policy = RememberPolicy::default();
-        let needles = RememberDetector::new(policy.clone());
-        for text in [
-            "Please REMEMBER that the port is 8080.",
-            "Don’t forget: tabs, not spaces.",
-            "Merci de retenir que le port est 8080.",
-            "Bitte merken: Port 8080.",
-            "记住端口是8080。",
-            "ポートは8080だと覚えて。",
-        ] {
-            assert!(policy.is_remember_request(text), "{text}");
-            assert!(needles.may_match(text), "{text}");
-        }
-        for phrase in policy.phrases() {
-            assert!(
-                needles.may_match(&format!("so {} this", phrase.to_uppercase())),
-                "{phrase}"
-            );
-        }
-        assert!(!needles.may_match("the build failed in module 3"));
     }
 
     #[test]

@@ -11,13 +11,14 @@ use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use bytes::Bytes;
-use cascade_llm::{ChatClient, ClientConfig, LlmSummarizer, Provider};
+use cascade_llm::{LlmSummarizer, Provider};
 use context_cascade::calibrate::Calibration;
 use context_cascade::catalog::Catalog;
 use context_cascade::config::{Budget, CascadeConfig};
 use context_cascade::format::parse_value;
 use context_cascade::llm::LlmError;
 use context_cascade::offline::OfflineSummarizer;
+use context_cascade::remember::RememberPolicy;
 use context_cascade::report::Report;
 use context_cascade::summarizer::Summarizer;
 use context_cascade::tool_names::ToolPolicy;
@@ -26,7 +27,7 @@ use context_cascade::{Conversation, Format};
 use futures::StreamExt;
 use serde_json::Value;
 
-use crate::config::{ProxyConfig, SUMMARIZER_KEY_ENV, SummarizerChoice};
+use crate::config::{ProxyConfig, SummarizerChoice};
 use crate::discovery::Windows;
 use crate::error::{ErrorKind, ProxyError, error_response};
 use crate::memory;
@@ -54,7 +55,7 @@ pub struct AppState {
     metrics: Arc<Metrics>,
     windows: Windows,
     sticky: Sticky,
-    remember: memory::RememberDetector,
+    remember: RememberPolicy,
 }
 
 impl AppState {
@@ -76,6 +77,7 @@ impl AppState {
         let cascade = CascadeConfig {
             tools: ToolPolicy::default()
                 .with_names(&config.compactable_tools, &config.never_compact_tools),
+            compact_short_of_watermark: config.compact_short_of_watermark,
             ..CascadeConfig::default()
         };
         let inner = summarizer(&config)?;
@@ -94,7 +96,7 @@ impl AppState {
             .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|e| ProxyError::Client(e.to_string()))?;
-        let remember = memory::RememberDetector::new(manager.config().remember.clone());
+        let remember = manager.config().remember.clone();
         Ok(Arc::new(AppState {
             remember,
             config,
@@ -141,16 +143,9 @@ fn summarizer(config: &ProxyConfig) -> Result<Arc<dyn Summarizer>, ProxyError> {
             } else {
                 Provider::OpenAi
             };
-            let mut client = ClientConfig::new(provider, url.clone());
-            if let Some(model) = model {
-                client = client.model(model.clone());
-            }
-            if let Ok(key) = std::env::var(SUMMARIZER_KEY_ENV) {
-                client = client.api_key(key);
-            }
-            let client = ChatClient::new(client)
+            let summarizer = LlmSummarizer::for_endpoint(provider, url, model.as_deref())
                 .map_err(|e| ProxyError::Config(format!("summarizer {url}: {e}")))?;
-            Ok(Arc::new(LlmSummarizer::new(client)))
+            Ok(Arc::new(summarizer))
         }
     }
 }

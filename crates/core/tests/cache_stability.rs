@@ -1,0 +1,58 @@
+//! Prompt-cache stability as a library user sees it: replay each long fixture as an agent
+//! loop that carries the prepared conversation forward, and count the calls whose request
+//! starts with the previous request unchanged (the provider's cached prefix survives).
+//! Compares SPEC's ② (compacts even when it cannot reach the low watermark) with the
+//! alternative that leaves such cases to ③.
+
+mod common;
+
+use context_cascade::{Budget, CascadeConfig, ContextManager, Conversation, Message, Role, format};
+
+/// Share of calls (after the first) whose messages start with the previous call's messages.
+fn stable_share(name: &str, manager: &ContextManager, window: u64) -> (f64, usize) {
+    let (_, fixture) = common::transcripts().into_iter().find(|(n, _)| n == name).unwrap();
+    let full = format::parse(common::openai_body(&fixture).to_string().as_bytes(), None).unwrap();
+    let budget = Budget::new(window, full.output_reserve());
+    let mut carried = Conversation { messages: Vec::new(), ..full.clone() };
+    let mut previous: Option<Vec<Message>> = None;
+    let (mut calls, mut stable) = (0, 0);
+    let mut next = 0;
+    for (index, message) in full.messages.iter().enumerate() {
+        if message.role() != Role::Assistant || index == 0 {
+            continue;
+        }
+        // The agent calls the model with everything up to this assistant turn.
+        carried.messages.extend(full.messages[next..index].iter().cloned());
+        next = index;
+        pollster::block_on(manager.prepare(&mut carried, budget));
+        if let Some(before) = &previous {
+            calls += 1;
+            if carried.messages.len() >= before.len() && carried.messages[..before.len()] == before[..] {
+                stable += 1;
+            }
+        }
+        previous = Some(carried.messages.clone());
+    }
+    (stable as f64 / calls.max(1) as f64, calls)
+}
+
+#[test]
+fn leaving_short_compactions_to_pruning_keeps_more_prefixes() {
+    let spec = ContextManager::new(CascadeConfig::default());
+    let alternative = ContextManager::new(CascadeConfig { compact_short_of_watermark: false, ..CascadeConfig::default() });
+    let cases = [
+        ("claude-code__spotter__258c7280-main", 32_000),
+        ("claude-code__spotter__4d5611e5-main", 32_000),
+        ("claude-code__spotter__ae4a77f8-main", 32_000),
+        ("openhands__llama-4-maverick__ponyc-4588", 12_000),
+    ];
+    let (mut sum_spec, mut sum_alt) = (0.0, 0.0);
+    for (name, window) in cases {
+        let (a, calls) = stable_share(name, &spec, window);
+        let (b, _) = stable_share(name, &alternative, window);
+        eprintln!("{name} at {window}: {calls} calls, prefix kept {:.1}% (SPEC ②) vs {:.1}% (② only when it reaches 0.6·E)", a * 100.0, b * 100.0);
+        sum_spec += a;
+        sum_alt += b;
+    }
+    assert!(sum_alt >= sum_spec, "the alternative should keep at least as many prefixes");
+}
