@@ -10,10 +10,16 @@ use context_cascade::{Budget, CascadeConfig, ContextManager, Conversation, Messa
 
 /// Share of calls (after the first) whose messages start with the previous call's messages.
 fn stable_share(name: &str, manager: &ContextManager, window: u64) -> (f64, usize) {
-    let (_, fixture) = common::transcripts().into_iter().find(|(n, _)| n == name).unwrap();
+    let (_, fixture) = common::transcripts()
+        .into_iter()
+        .find(|(n, _)| n == name)
+        .unwrap();
     let full = format::parse(common::openai_body(&fixture).to_string().as_bytes(), None).unwrap();
     let budget = Budget::new(window, full.output_reserve());
-    let mut carried = Conversation { messages: Vec::new(), ..full.clone() };
+    let mut carried = Conversation {
+        messages: Vec::new(),
+        ..full.clone()
+    };
     let mut previous: Option<Vec<Message>> = None;
     let (mut calls, mut stable) = (0, 0);
     let mut next = 0;
@@ -22,12 +28,16 @@ fn stable_share(name: &str, manager: &ContextManager, window: u64) -> (f64, usiz
             continue;
         }
         // The agent calls the model with everything up to this assistant turn.
-        carried.messages.extend(full.messages[next..index].iter().cloned());
+        carried
+            .messages
+            .extend(full.messages[next..index].iter().cloned());
         next = index;
         pollster::block_on(manager.prepare(&mut carried, budget));
         if let Some(before) = &previous {
             calls += 1;
-            if carried.messages.len() >= before.len() && carried.messages[..before.len()] == before[..] {
+            if carried.messages.len() >= before.len()
+                && carried.messages[..before.len()] == before[..]
+            {
                 stable += 1;
             }
         }
@@ -39,7 +49,10 @@ fn stable_share(name: &str, manager: &ContextManager, window: u64) -> (f64, usiz
 #[test]
 fn leaving_short_compactions_to_pruning_keeps_more_prefixes() {
     let spec = ContextManager::new(CascadeConfig::default());
-    let alternative = ContextManager::new(CascadeConfig { compact_short_of_watermark: false, ..CascadeConfig::default() });
+    let alternative = ContextManager::new(CascadeConfig {
+        compact_short_of_watermark: false,
+        ..CascadeConfig::default()
+    });
     let cases = [
         ("claude-code__spotter__258c7280-main", 32_000),
         ("claude-code__spotter__4d5611e5-main", 32_000),
@@ -50,9 +63,16 @@ fn leaving_short_compactions_to_pruning_keeps_more_prefixes() {
     for (name, window) in cases {
         let (a, calls) = stable_share(name, &spec, window);
         let (b, _) = stable_share(name, &alternative, window);
-        eprintln!("{name} at {window}: {calls} calls, prefix kept {:.1}% (SPEC ②) vs {:.1}% (② only when it reaches 0.6·E)", a * 100.0, b * 100.0);
+        eprintln!(
+            "{name} at {window}: {calls} calls, prefix kept {:.1}% (SPEC ②) vs {:.1}% (② only when it reaches 0.6·E)",
+            a * 100.0,
+            b * 100.0
+        );
         sum_spec += a;
         sum_alt += b;
     }
-    assert!(sum_alt >= sum_spec, "the alternative should keep at least as many prefixes");
+    assert!(
+        sum_alt >= sum_spec,
+        "the alternative should keep at least as many prefixes"
+    );
 }
