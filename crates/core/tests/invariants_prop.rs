@@ -21,13 +21,28 @@ const UNITS: [&str; 5] = [
     "error: cannot find value `x` in this scope --> src/lib.rs:10:5\n",
 ];
 
-const TOOLS: [&str; 6] = ["Read", "bash", "grep", "str_replace_editor", "Write", "custom_tool"];
+const TOOLS: [&str; 6] = [
+    "Read",
+    "bash",
+    "grep",
+    "str_replace_editor",
+    "Write",
+    "custom_tool",
+];
 
 #[derive(Debug, Clone)]
 enum Event {
-    User { text: String, pinned: bool },
-    Assistant { text: String },
-    Tools { calls: Vec<(usize, String)>, pinned: bool },
+    User {
+        text: String,
+        pinned: bool,
+    },
+    Assistant {
+        text: String,
+    },
+    Tools {
+        calls: Vec<(usize, String)>,
+        pinned: bool,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -71,20 +86,24 @@ fn case() -> impl Strategy<Value = Case> {
         0u64..4096,
         any::<bool>(),
     )
-        .prop_map(|(system, first, events, ends_on_results, window, reserve, anthropic)| Case {
-            system,
-            first,
-            events,
-            ends_on_results,
-            window,
-            reserve: reserve.min(window / 4),
-            anthropic,
-        })
+        .prop_map(
+            |(system, first, events, ends_on_results, window, reserve, anthropic)| Case {
+                system,
+                first,
+                events,
+                ends_on_results,
+                window,
+                reserve: reserve.min(window / 4),
+                anthropic,
+            },
+        )
 }
 
 fn arguments(tool: &str, n: usize) -> Value {
     match tool {
-        "str_replace_editor" => json!({"command": if n % 2 == 0 { "view" } else { "create" }, "path": format!("/src/f{n}.rs")}),
+        "str_replace_editor" => {
+            json!({"command": if n % 2 == 0 { "view" } else { "create" }, "path": format!("/src/f{n}.rs")})
+        }
         "bash" => json!({"command": format!("cat /src/f{n}.rs")}),
         _ => json!({"path": format!("/src/f{n}.rs")}),
     }
@@ -99,7 +118,13 @@ fn openai(case: &Case) -> Value {
     messages.push(json!({"role": "user", "content": case.first}));
     let mut n = 0;
     let mut push_tools = |messages: &mut Vec<Value>, calls: &[(usize, String)], pinned: bool| {
-        let ids: Vec<String> = calls.iter().map(|_| { n += 1; format!("call_{n}") }).collect();
+        let ids: Vec<String> = calls
+            .iter()
+            .map(|_| {
+                n += 1;
+                format!("call_{n}")
+            })
+            .collect();
         let tool_calls: Vec<Value> = calls.iter().zip(&ids).map(|((tool, _), id)| json!({
             "id": id, "type": "function",
             "function": {"name": TOOLS[*tool], "arguments": arguments(TOOLS[*tool], n).to_string()}})).collect();
@@ -121,7 +146,9 @@ fn openai(case: &Case) -> Value {
                 }
                 messages.push(m);
             }
-            Event::Assistant { text } => messages.push(json!({"role": "assistant", "content": text})),
+            Event::Assistant { text } => {
+                messages.push(json!({"role": "assistant", "content": text}))
+            }
             Event::Tools { calls, pinned } => push_tools(&mut messages, calls, *pinned),
         }
     }
@@ -148,8 +175,14 @@ fn anthropic(case: &Case) -> Value {
             Some("tool") => {
                 let block = json!({"type": "tool_result", "tool_use_id": m["tool_call_id"], "content": m["content"]});
                 match out.last_mut() {
-                    Some(last) if last["role"] == "user" && last["content"][0]["type"] == "tool_result" => {
-                        last["content"].as_array_mut().into_iter().for_each(|c| c.push(block.clone()));
+                    Some(last)
+                        if last["role"] == "user"
+                            && last["content"][0]["type"] == "tool_result" =>
+                    {
+                        last["content"]
+                            .as_array_mut()
+                            .into_iter()
+                            .for_each(|c| c.push(block.clone()));
                         if pinned {
                             last["_pin"] = json!(true);
                         }
@@ -179,7 +212,10 @@ fn anthropic(case: &Case) -> Value {
 }
 
 fn cases() -> u32 {
-    std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(48)
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(48)
 }
 
 proptest! {
