@@ -1,0 +1,61 @@
+"""③ The EMA calibration against a real tokenizer. SmolLM2's tokenizer is not the one the
+prior is fitted on; after a few turns the proxy's calibrated estimate (scale × prior, the
+scale read from /metrics, the prior from `cascade inspect` of the same body) must be within
+10% of the prompt_tokens llama-server reports for the next request.
+
+n_ctx 4096 and requests under 90% of it: the cascade leaves them untouched, so the body
+`cascade inspect` sees is the body the proxy calibrated on.
+"""
+
+import pytest
+
+from helpers import (
+    MODEL,
+    load_messages,
+    metric,
+    metrics,
+    openai_body,
+    parse_report_header,
+    post_json,
+    uncalibrated_prior,
+)
+
+FIXTURE = "claude-code__spotter__6c2214d7-subagent-afc096d.json"
+# Growing prefixes of the session (user, assistant + tool calls, tool results): 113 to
+# ~3,000 SmolLM2 tokens.
+PREFIXES = [1, 3, 5, 6]
+TOLERANCE = 0.10
+
+
+def test_calibrated_estimate_within_ten_percent(llama_4096, start_proxy, tmp_path, figures):
+    proxy = start_proxy(llama_4096.url)
+    messages = load_messages(FIXTURE)
+    errors = []
+    uncalibrated_errors = []
+    for i, k in enumerate(PREFIXES):
+        body = openai_body(messages[:k])
+        prior = uncalibrated_prior(body, tmp_path)
+        scale = metric(metrics(proxy.url), "cascade_token_scale", model=MODEL)
+        status, headers, answer = post_json(f"{proxy.url}/v1/chat/completions", body)
+        assert status == 200, answer
+        assert not parse_report_header(headers.get("x-context-cascade")), (
+            "the cascade changed the request: the prior would not be the proxy's"
+        )
+        real = answer["usage"]["prompt_tokens"]
+        uncalibrated_errors.append(round(prior * 1.1 / real - 1, 4))
+        if i == 0:
+            assert scale == 0, "a fresh proxy already has a scale"
+            continue
+        error = scale * prior / real - 1
+        errors.append(round(error, 4))
+    final = metric(metrics(proxy.url), "cascade_token_scale", model=MODEL)
+    figures["calibration"] = {
+        "turns": len(PREFIXES),
+        "relative_error_per_turn_after_first": errors,
+        "uncalibrated_relative_error_per_turn": uncalibrated_errors,
+        "final_scale": round(final, 4),
+    }
+    assert abs(errors[-1]) <= TOLERANCE, (
+        f"after {len(PREFIXES) - 1} observed turns the calibrated estimate is off by "
+        f"{errors[-1]:+.1%} (per turn: {errors})"
+    )
