@@ -8,32 +8,22 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use axum::Json;
 use axum::routing::post;
+use context_cascade::summarizer::section_heading;
 use serde_json::{Value, json};
 
 const BIN: &str = env!("CARGO_BIN_EXE_cascade");
 
 /// A nine-section answer, as a model would write it.
 fn summary_text() -> String {
-    let sections = [
-        "User intent and goals",
-        "Key concepts and terminology",
-        "Files and paths",
-        "Errors encountered and fixes",
-        "Problem-solving approach",
-        "Key user messages",
-        "Pending tasks",
-        "Current progress",
-        "Next steps",
-    ];
-    let mut out = String::new();
-    for (i, s) in sections.iter().enumerate() {
-        out.push_str(&format!(
-            "## {}. {s}\n- scripted summary line {}\n",
-            i + 1,
-            i + 1
-        ));
-    }
-    out
+    (0..9)
+        .map(|i| {
+            format!(
+                "{}\n- scripted summary line {}\n",
+                section_heading(i),
+                i + 1
+            )
+        })
+        .collect()
 }
 
 /// Starts the scripted endpoint on a free loopback port; returns its URL and a hit counter.

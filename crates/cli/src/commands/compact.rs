@@ -5,10 +5,9 @@ use std::path::PathBuf;
 use context_cascade::Report;
 use context_cascade::format::{self, WriteOptions};
 
-use crate::commands::{FormatArg, SummarizerArgs};
+use crate::commands::{CascadeArgs, Loaded};
 use crate::error::CliError;
 use crate::table::thousands;
-use crate::window::WindowArgs;
 
 /// Flags of `cascade compact`.
 #[derive(Debug, clap::Args)]
@@ -16,12 +15,7 @@ pub struct CompactArgs {
     /// The request body (OpenAI, Anthropic or a bare message array); `-` or nothing for stdin.
     pub file: Option<PathBuf>,
     #[command(flatten)]
-    pub window: WindowArgs,
-    /// Force the input format instead of detecting it.
-    #[arg(long, value_enum)]
-    pub format: Option<FormatArg>,
-    #[command(flatten)]
-    pub summarizer: SummarizerArgs,
+    pub cascade: CascadeArgs,
     /// Write the JSON report (every step, tokens before and after, fits) to this file.
     #[arg(long, value_name = "FILE")]
     pub report: Option<PathBuf>,
@@ -36,11 +30,12 @@ pub struct CompactArgs {
 /// Compacts, writes the request and the report; `CannotFit` when even the irreducible part
 /// (system, first user message, pins, current message) exceeds the window.
 pub fn run(args: &CompactArgs) -> Result<(), CliError> {
-    let (_name, mut conversation) =
-        crate::input::read_conversation(args.file.as_deref(), args.format.map(Into::into))?;
-    let resolved = args.window.resolve(&conversation);
-    let budget = resolved.budget;
-    let manager = args.summarizer.install(resolved.manager())?;
+    let Loaded {
+        name: _,
+        mut conversation,
+        budget,
+        manager,
+    } = args.cascade.load(args.file.as_deref())?;
     let report = pollster::block_on(manager.compact_with_summary(&mut conversation, budget));
 
     let output_name = output_name(args.output.as_ref());

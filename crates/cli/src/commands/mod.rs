@@ -11,9 +11,12 @@ pub mod replay;
 use std::sync::Arc;
 
 use cascade_llm::{LlmSummarizer, Provider};
-use context_cascade::{ContextManager, Format};
+use std::path::Path;
+
+use context_cascade::{Budget, ContextManager, Conversation, Format};
 
 use crate::error::CliError;
+use crate::window::WindowArgs;
 
 /// `--format`: forces the wire format instead of auto-detecting it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -33,6 +36,43 @@ impl From<FormatArg> for Format {
             FormatArg::Anthropic => Format::Anthropic,
             FormatArg::Bare => Format::Bare,
         }
+    }
+}
+
+/// The flags `compact` and `replay` share: the input format, the window, the summarizer.
+#[derive(Debug, Clone, clap::Args)]
+pub struct CascadeArgs {
+    #[command(flatten)]
+    pub window: WindowArgs,
+    /// Force the input format instead of detecting it.
+    #[arg(long, value_enum)]
+    pub format: Option<FormatArg>,
+    #[command(flatten)]
+    pub summarizer: SummarizerArgs,
+}
+
+/// A conversation read from its file, with the budget and the engine it is compacted with.
+pub struct Loaded {
+    /// The file's name as messages show it (`<stdin>` for standard input).
+    pub name: String,
+    pub conversation: Conversation,
+    pub budget: Budget,
+    pub manager: ContextManager,
+}
+
+impl CascadeArgs {
+    /// Reads `file` (stdin when `None`), resolves the window and builds the engine.
+    pub fn load(&self, file: Option<&Path>) -> Result<Loaded, CliError> {
+        let (name, conversation) =
+            crate::input::read_conversation(file, self.format.map(Into::into))?;
+        let resolved = self.window.resolve(&conversation);
+        let manager = self.summarizer.install(resolved.manager())?;
+        Ok(Loaded {
+            name,
+            conversation,
+            budget: resolved.budget,
+            manager,
+        })
     }
 }
 

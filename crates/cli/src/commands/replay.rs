@@ -7,11 +7,10 @@ use std::path::PathBuf;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::chart::terminal_width;
-use crate::commands::{FormatArg, SummarizerArgs};
+use crate::commands::{CascadeArgs, Loaded};
 use crate::error::CliError;
 use crate::table::{Align, Table, percent, thousands};
 use crate::timeline::{Timeline, call_turns, replay};
-use crate::window::WindowArgs;
 
 /// Transcripts with more calls than this get a progress bar (on a terminal).
 const PROGRESS_THRESHOLD: usize = 50;
@@ -22,12 +21,7 @@ pub struct ReplayArgs {
     /// The transcript (OpenAI, Anthropic or a bare message array); `-` for stdin.
     pub file: PathBuf,
     #[command(flatten)]
-    pub window: WindowArgs,
-    /// Force the input format instead of detecting it.
-    #[arg(long, value_enum)]
-    pub format: Option<FormatArg>,
-    #[command(flatten)]
-    pub summarizer: SummarizerArgs,
+    pub cascade: CascadeArgs,
     /// Draw the timeline as an SVG chart into this file.
     #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<PathBuf>,
@@ -35,11 +29,12 @@ pub struct ReplayArgs {
 
 /// Replays, prints the timeline and totals, draws the plot.
 pub fn run(args: &ReplayArgs) -> Result<(), CliError> {
-    let (name, conversation) =
-        crate::input::read_conversation(Some(&args.file), args.format.map(Into::into))?;
-    let resolved = args.window.resolve(&conversation);
-    let budget = resolved.budget;
-    let manager = args.summarizer.install(resolved.manager())?;
+    let Loaded {
+        name,
+        conversation,
+        budget,
+        manager,
+    } = args.cascade.load(Some(&args.file))?;
 
     let turns = call_turns(&conversation).len();
     let progress = (turns > PROGRESS_THRESHOLD && std::io::stderr().is_terminal()).then(|| {
