@@ -111,9 +111,16 @@ def main():
                       f"(rolling, every call observed: {rolling['median_abs'] * 100:.1f}% / "
                       f"{rolling['p95_abs'] * 100:.1f}%)" if rolling else "",
                       after3["median_abs"] <= 0.03 and after3["p95_abs"] <= 0.08))
+    phases = []
+    if os.path.exists(os.path.join(args.out, "phases.tsv")):
+        rows = [line.split("\t", 1) for line in read("phases.tsv").splitlines() if "\t" in line]
+        marks = [(int(t), label) for t, label in rows] + [(int(args.seconds), "end")]
+        phases = [f"{re.sub(r' [(][^)]*[)]$', '', label)}: {(nxt - t) / 60:.1f} min"
+                  for (t, label), (nxt, _) in zip(marks, marks[1:])]
     goals.append(("the whole run (build, venv, every measurement) < 15 min",
                   f"{args.seconds / 60:.1f} min (this run; the release build and the venv were "
-                  f"{'cached' if args.seconds < 300 else 'built in it'})",
+                  f"{'cached' if args.seconds < 300 else 'built in it'})"
+                  + (" — " + "; ".join(phases) if phases else ""),
                   args.seconds < 900))
 
     out = ["# Benchmarks\n",

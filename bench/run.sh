@@ -10,7 +10,13 @@ cd "$(dirname "$0")/.."
 START=$(date +%s)
 OUT=bench/out
 mkdir -p "$OUT/inputs"
-log() { echo "[bench +$(($(date +%s) - START))s] $*" >&2; }
+PHASES="$OUT/phases.tsv"
+: > "$PHASES"
+# Logs a phase start and records its offset (seconds since START) for BENCHMARKS.md.
+log() {
+  echo "[bench +$(($(date +%s) - START))s] $*" >&2
+  printf '%s\t%s\n' "$(($(date +%s) - START))" "$*" >> "$PHASES"
+}
 BIN="${CARGO_TARGET_DIR:-target}/release"
 # The fixture transcripts live beside the repository (../shared), not in it.
 FIXTURES="${CASCADE_FIXTURES:-../shared/fixtures/transcripts}"
@@ -24,8 +30,9 @@ QUICK_FLAG=()
 if [ "${QUICK:-0}" = 1 ]; then QUICK_FLAG=(--quick); fi
 
 log "building release binaries"
-cargo build --release -p cascade-cli
-cargo build --release -p context_cascade --features exact --example bench_report --example compact_file
+# One invocation, so the core library is compiled once (with `exact`) for both.
+cargo build --release -p cascade-cli -p context_cascade --features context_cascade/exact \
+  --bin cascade --example bench_report --example compact_file
 
 if ! bench/.venv/bin/python -c "import litellm, langchain_core" 2>/dev/null; then
   log "creating bench/.venv and installing LiteLLM and LangChain (once)"
