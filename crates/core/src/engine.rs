@@ -212,6 +212,16 @@ impl ContextManager {
         self.layer1(conversation, budget, &mut report);
         if self.should_preemptive_compact(conversation, budget) {
             self.recover(conversation, budget, 1, &mut report).await;
+            // A request still over E would be refused for sure: escalate now rather than
+            // spend a call on it (the retry loop's later attempts, without the calls).
+            let mut attempt = 2;
+            while self.estimate(conversation) > budget.effective()
+                && self.retry_strategy(attempt).is_some()
+            {
+                self.recover(conversation, budget, attempt, &mut report)
+                    .await;
+                attempt += 1;
+            }
         }
         self.finish(conversation, budget, &mut report);
         report
