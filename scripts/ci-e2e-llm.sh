@@ -23,6 +23,8 @@ started=$SECONDS
 # ggml's OpenMP threads spin-wait by default, which on 2 shared cores makes generation
 # ~20x slower (notes in scripts/local-llm.sh).
 export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-passive}"
+# No __pycache__ folders left in the checkout.
+export PYTHONDONTWRITEBYTECODE=1
 
 echo "== cargo build -p cascade-cli" >&2
 cargo build --quiet -p cascade-cli --bin cascade
@@ -41,11 +43,22 @@ work="$(mktemp -d)"
 # those servers even when pytest is killed.
 mkdir -p "$work/pytest-tmp"
 export CASCADE_E2E_FIGURES="$work/figures.json"
+cascade_bin="$(readlink -f target/debug/cascade)"
+# shellcheck disable=SC2329 # invoked by the EXIT trap
 cleanup() {
-    local f
-    for f in "$work"/pytest-tmp/*/llama*/llama-*.pid; do
-        [ -f "$f" ] && bash scripts/local-llm.sh stop --pid-file "$f" || true
-    done
+    local f pid
+    # Proxies the tests started (normally already stopped by their fixtures): only a live
+    # process that is still our cascade binary is signalled.
+    while IFS= read -r f; do
+        pid="$(cat "$f" 2>/dev/null || true)"
+        if [[ "$pid" =~ ^[0-9]+$ ]] && [ "$(readlink "/proc/$pid/exe" 2>/dev/null || true)" = "$cascade_bin" ]; then
+            kill "$pid" 2>/dev/null || true
+        fi
+    done < <(find "$work" -name proxy.pid 2>/dev/null)
+    # llama-servers: local-llm.sh stops a pid only if it is still its llama-server.
+    while IFS= read -r f; do
+        bash scripts/local-llm.sh stop --pid-file "$f" || true
+    done < <(find "$work" -name 'llama-*.pid' 2>/dev/null)
     rm -rf "$work"
 }
 trap cleanup EXIT

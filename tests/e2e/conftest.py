@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import CASCADE, REPO
+from helpers import CASCADE, REPO, parse_timings
 
 LOCAL_LLM = REPO / "scripts" / "local-llm.sh"
 # The proxy prints this as its first stderr line.
@@ -38,6 +38,19 @@ class LlamaServer:
                 f"{done.stderr}\n(install it with: bash scripts/ci-local-llm.sh)"
             )
         self.url = done.stdout.strip().splitlines()[-1]
+        # local-llm.sh writes the server's log beside its pid file.
+        self.log = self.pid_file.with_suffix(".log")
+
+    def log_size(self):
+        return self.log.stat().st_size if self.log.exists() else 0
+
+    def timings_since(self, offset):
+        """The requests llama-server finished since `offset` in its log:
+        [{"prompt_tokens", "prompt_ms", "generated_tokens", "generation_ms"}], in order."""
+        with open(self.log, "rb") as f:
+            f.seek(offset)
+            text = f.read().decode(errors="replace")
+        return parse_timings(text)
 
     def stop(self):
         subprocess.run(
@@ -63,6 +76,8 @@ class Proxy:
             stderr=self._log_file,
             env={**os.environ, "RUST_LOG": os.environ.get("RUST_LOG", "info")},
         )
+        # For scripts/ci-e2e-llm.sh's cleanup, should pytest itself be killed.
+        (workdir / "proxy.pid").write_text(f"{self.process.pid}\n")
         self.url = self._wait_for_address()
 
     def _wait_for_address(self):

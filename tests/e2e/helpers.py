@@ -221,3 +221,21 @@ def uncalibrated_prior(body, tmp_path):
     estimate = int(_ESTIMATE.search(done.stdout).group(1).replace(",", ""))
     multiplier = float(_MULTIPLIER.search(done.stdout).group(1))
     return estimate / multiplier
+
+
+_PROMPT_TIMING = re.compile(r"task (\d+) \| prompt eval time =\s*([\d.]+) ms /\s*(\d+) tokens")
+_EVAL_TIMING = re.compile(r"task (\d+) \|\s+eval time =\s*([\d.]+) ms /\s*(\d+) tokens")
+
+
+def parse_timings(log_text):
+    """llama-server's `print_timing` lines → one dict per finished task, in order."""
+    tasks = {}
+    for match in _PROMPT_TIMING.finditer(log_text):
+        tasks.setdefault(match.group(1), {}).update(
+            prompt_ms=float(match.group(2)), prompt_tokens=int(match.group(3))
+        )
+    for match in _EVAL_TIMING.finditer(log_text):
+        tasks.setdefault(match.group(1), {}).update(
+            generation_ms=float(match.group(2)), generated_tokens=int(match.group(3))
+        )
+    return [tasks[k] for k in sorted(tasks, key=int)]

@@ -7,8 +7,6 @@ n_ctx 4096 and requests under 90% of it: the cascade leaves them untouched, so t
 `cascade inspect` sees is the body the proxy calibrated on.
 """
 
-import pytest
-
 from helpers import (
     MODEL,
     load_messages,

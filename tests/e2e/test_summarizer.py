@@ -40,9 +40,12 @@ def test_proxy_with_llm_summarizer(llama_2048, start_proxy, figures):
         "--summarizer-model", MODEL,
     )
     body = openai_body(load_messages(FIXTURE)[:HISTORY])
+    offset = llama_2048.log_size()
     started = time.monotonic()
     status, headers, answer = post_json(f"{proxy.url}/v1/chat/completions", body)
     latency = time.monotonic() - started
+    # Every task but the last is a summarizer call (the last one is the answer).
+    summarizer_calls = llama_2048.timings_since(offset)[:-1]
     assert status < 500, answer
     assert status == 200, answer
     assert answer["choices"][0]["message"]["content"].strip()
@@ -57,6 +60,7 @@ def test_proxy_with_llm_summarizer(llama_2048, start_proxy, figures):
         "strategies": steps,
         "summaries_computed": int(metric(samples, "cascade_summary_cache_misses_total")),
         "request_seconds_including_summary": round(latency, 1),
+        "summarizer_calls": summarizer_calls,
         "prompt_tokens_sent": answer["usage"]["prompt_tokens"],
         "log_warnings": [
             line.strip()[:300] for line in proxy.log_text().splitlines() if "WARN" in line
@@ -68,6 +72,7 @@ def test_cli_compact_with_llm_summarizer(llama_2048, tmp_path, figures):
     body_path = tmp_path / "body.json"
     body_path.write_text(json.dumps(openai_body(load_messages(FIXTURE)[:HISTORY])))
     report_path = tmp_path / "report.json"
+    offset = llama_2048.log_size()
     out_path = tmp_path / "compacted.json"
     started = time.monotonic()
     done = run_cascade(
@@ -92,5 +97,6 @@ def test_cli_compact_with_llm_summarizer(llama_2048, tmp_path, figures):
         "tokens_before": report["tokens_before"],
         "tokens_after": report["tokens_after"],
         "seconds": round(latency, 1),
+        "summarizer_calls": llama_2048.timings_since(offset),
         "stderr_tail": done.stderr.strip().splitlines()[-3:],
     }
