@@ -93,6 +93,25 @@ pub fn compact_tool_results(
     ))
 }
 
+/// Whether the texts of `blocks` hold at most `limit` characters, counting them only when
+/// the byte length cannot tell (a character takes 1 to 4 bytes): the test runs on every
+/// tool result of the history on every call.
+fn at_most_chars(blocks: &[Block], limit: usize) -> bool {
+    let bytes: usize = blocks.iter().filter_map(Block::as_text).map(str::len).sum();
+    if bytes <= limit {
+        return true;
+    }
+    if bytes > limit * 4 {
+        return false;
+    }
+    let chars: usize = blocks
+        .iter()
+        .filter_map(Block::as_text)
+        .map(|t| t.chars().count())
+        .sum();
+    chars <= limit
+}
+
 /// Whether compacting every candidate brings the total down to `target`.
 fn reaches(
     conversation: &Conversation,
@@ -146,14 +165,8 @@ fn candidates(conversation: &Conversation, cx: &StepContext<'_>) -> Vec<(usize, 
             if latest.contains(result.call_id.as_str()) {
                 continue;
             }
-            let text_chars: usize = result
-                .content
-                .iter()
-                .filter_map(Block::as_text)
-                .map(|t| t.chars().count())
-                .sum();
             let has_binary = result.content.iter().any(|b| !matches!(b, Block::Text(_)));
-            if !has_binary && text_chars <= placeholder_chars {
+            if !has_binary && at_most_chars(&result.content, placeholder_chars) {
                 continue;
             }
             let compactable = match calls.get(result.call_id.as_str()) {

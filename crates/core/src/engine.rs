@@ -135,7 +135,20 @@ impl ContextManager {
     }
 
     pub(crate) fn context(&self, conversation: &Conversation, budget: Budget) -> StepContext<'_> {
-        StepContext::new(&self.config, budget, self.estimator(model_of(conversation)))
+        self.context_at_least(conversation, budget, 0.0)
+    }
+
+    /// The step context with the estimate's multiplier raised to at least `floor`: after an
+    /// overflow, what the provider counted for this very request outranks the smoothed scale.
+    pub(crate) fn context_at_least(
+        &self,
+        conversation: &Conversation,
+        budget: Budget,
+        floor: f64,
+    ) -> StepContext<'_> {
+        let mut estimator = self.estimator(model_of(conversation));
+        estimator.multiplier = estimator.multiplier.max(floor);
+        StepContext::new(&self.config, budget, estimator)
     }
 
     pub(crate) fn start_report(&self, conversation: &mut Conversation, budget: Budget) -> Report {
@@ -270,10 +283,23 @@ impl ContextManager {
         attempt: usize,
         report: &mut Report,
     ) {
+        self.recover_at_least(conversation, budget, attempt, report, 0.0)
+            .await
+    }
+
+    /// [`ContextManager::recover`] with the estimate's multiplier at least `floor`.
+    pub(crate) async fn recover_at_least(
+        &self,
+        conversation: &mut Conversation,
+        budget: Budget,
+        attempt: usize,
+        report: &mut Report,
+        floor: f64,
+    ) {
         let Some(recovery) = self.retry_strategy(attempt) else {
             return;
         };
-        let cx = self.context(conversation, budget);
+        let cx = self.context_at_least(conversation, budget, floor);
         let level = Some(attempt.min(u8::MAX as usize) as u8);
         let summarizer = self.summarizer.as_ref();
         let recent = recent_messages(conversation, self.config.recent_messages);
@@ -311,12 +337,16 @@ impl ContextManager {
             }
             Recovery::BareNotice => {
                 let target = budget.effective();
+                // What is left of the current turn's results is cut to share the room under
+                // the first recovery target, not at the edge of E: after an overflow the
+                // estimate is only a lower bound of what the provider counts.
+                let cut_to = budget.share(self.config.recovery_targets[0]);
                 report
                     .steps
                     .extend(degrade::bare_notice(conversation, &cx, 0, target));
                 report
                     .steps
-                    .extend(truncate_to_fit(conversation, &cx, target, level));
+                    .extend(truncate_to_fit(conversation, &cx, cut_to, level));
             }
         }
     }

@@ -95,6 +95,7 @@ impl ContextManager {
         let mut budget = budget;
         let mut report = self.prepare(conversation, budget).await;
         let mut attempt = 0;
+        let mut floor = 0.0_f64;
         loop {
             let prior = self.prior(conversation);
             report.calls += 1;
@@ -124,6 +125,14 @@ impl ContextManager {
             {
                 budget.window = limit;
             }
+            // The smoothed scale moves only part of the way (α): for this request, the
+            // estimate must be at least what the provider counted, or more than E when it
+            // quoted nothing, else recovery would think the request already fits.
+            let counted = (overflow.observed_tokens)
+                .map_or(budget.effective() as f64 + 1.0, |real| real as f64);
+            if prior > 0.0 {
+                floor = floor.max(counted / prior);
+            }
             if report.calls >= self.config().max_calls {
                 self.finish(conversation, budget, &mut report);
                 report
@@ -135,7 +144,7 @@ impl ContextManager {
             // report without the steps that never reached the provider.
             let (sent, steps_sent) = (conversation.clone(), report.steps.len());
             if !self
-                .recover_enough(conversation, budget, &mut attempt, &mut report)
+                .recover_enough(conversation, budget, (&mut attempt, floor), &mut report)
                 .await
             {
                 *conversation = sent;
@@ -154,24 +163,28 @@ impl ContextManager {
         }
     }
 
-    /// Runs recovery attempts until one frees at least `min_gain` of the estimate. Returns
-    /// false when none is left.
+    /// Runs recovery attempts until, together, they free at least `min_gain` of the refused
+    /// request's estimate: a step that frees less does not earn a call, the next one runs at
+    /// once. Returns false when none is left.
     async fn recover_enough(
         &self,
         conversation: &mut Conversation,
         budget: Budget,
-        attempt: &mut usize,
+        (attempt, floor): (&mut usize, f64),
         report: &mut Report,
     ) -> bool {
+        let estimate = |c: &Conversation| self.context_at_least(c, budget, floor).tokens(c);
+        // Measured from the request that was refused: the steps since then add up.
+        let sent = estimate(conversation);
         loop {
             *attempt += 1;
             if self.retry_strategy(*attempt).is_none() {
                 return false;
             }
-            let before = self.estimate(conversation);
-            self.recover(conversation, budget, *attempt, report).await;
-            let freed = before.saturating_sub(self.estimate(conversation));
-            if freed as f64 >= self.config().min_gain * before as f64 {
+            self.recover_at_least(conversation, budget, *attempt, report, floor)
+                .await;
+            let freed = sent.saturating_sub(estimate(conversation));
+            if freed as f64 >= self.config().min_gain * sent as f64 {
                 return true;
             }
             tracing::info!(

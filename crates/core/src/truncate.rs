@@ -65,6 +65,8 @@ fn truncate_over(
         .iter()
         .enumerate()
         .filter(|(_, m)| !m.is_pinned())
+        // A message's cached estimate bounds each of its results': most need no recount.
+        .filter(|(_, m)| estimator.message_tokens(m) > limit)
         .filter(|(_, m)| {
             m.tool_results()
                 .any(|r| estimator.tokens_of(&ClassCounts::of_blocks(&r.content)) > limit)

@@ -408,19 +408,21 @@ fn errors_that_are_not_overflows_pass_through_untouched_after_one_call() {
 
 #[test]
 fn a_step_that_frees_too_little_does_not_spend_a_call() {
-    // Short messages in the middle, the weight in the recent tail: attempt 1 (③/④ keeping
-    // N = 2 recent messages) can only replace the short ones.
-    let big = |who: &str| format!("{who}: the parser keeps a stack of open brackets. ").repeat(60);
-    let short = |who: &str| format!("{who}: the lexer emits one token per bracket. ").repeat(5);
+    // The weight is in what must stay: a long first request and the current tool result.
+    // After the provider refuses it (quoting no count), attempt 1 can only summarize the
+    // two short messages in the middle, far under 10%; attempts 2 and 3 find nothing more;
+    // attempt 4 cuts the current result to share the room. Only then is a call spent.
+    let first = "Fix the parser: it keeps a stack of open brackets. ".repeat(200);
+    let short = |who: &str| format!("{who}: the lexer emits one token per bracket. ").repeat(20);
+    let output = "fn main() { println!(\"{}\", 42); }\n".repeat(250);
     let body = json!({"model": MODEL, "messages": [
         {"role": "system", "content": "You are a careful coding agent."},
-        {"role": "user", "content": "Fix the parser."},
+        {"role": "user", "content": first},
         {"role": "assistant", "content": short("assistant")},
         {"role": "user", "content": short("user")},
-        {"role": "assistant", "content": short("assistant")},
-        {"role": "user", "content": big("user")},
-        {"role": "assistant", "content": big("assistant")},
-        {"role": "user", "content": "And now?"},
+        {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",
+            "function": {"name": "Read", "arguments": "{\"file_path\": \"/src/parser.rs\"}"}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": output},
     ]});
     let original = format::parse(body.to_string().as_bytes(), None).unwrap();
     let manager = manager_with_summaries();
@@ -431,7 +433,7 @@ fn a_step_that_frees_too_little_does_not_spend_a_call() {
     let report = &called.report;
     assert_eq!(llm.calls(), 2);
     assert_eq!(report.calls, 2);
-    // Attempt 1 ran and freed under 10%; attempt 2 ran before the second call.
+    // Attempt 1 ran and freed under 10%; the later attempts ran before the second call.
     let first = &report.steps[0];
     assert_eq!(first.level, Some(1), "{:#?}", report.steps);
     assert!(first.tokens_freed > 0, "{:#?}", report.steps);
@@ -442,9 +444,39 @@ fn a_step_that_frees_too_little_does_not_spend_a_call() {
         first.tokens_before
     );
     let last = report.steps.last().unwrap();
-    assert_eq!((last.strategy, last.level), (Strategy::Summarize, Some(2)));
+    assert_eq!(
+        (last.strategy, last.level),
+        (Strategy::TruncateToolResult, Some(4)),
+        "{:#?}",
+        report.steps
+    );
     assert!(last.tokens_freed * 10 >= last.tokens_before);
-    check_requests(&manager, &original, &llm.received());
+    // The current result was cut by ① (invariant 1 allows it), never dropped.
+    let sent = llm.received();
+    let first_user = &original.messages[1];
+    for request in &sent {
+        assert!(request.messages.contains(first_user));
+        invariants::tool_pairs(request).unwrap();
+    }
+    let cut = sent[1]
+        .messages
+        .last()
+        .unwrap()
+        .tool_results()
+        .next()
+        .unwrap()
+        .joined_text();
+    let head = cut
+        .strip_suffix(context_cascade::markers::TRUNCATED)
+        .expect("a truncation marker");
+    assert!(
+        original.messages[5]
+            .tool_results()
+            .next()
+            .unwrap()
+            .joined_text()
+            .starts_with(head)
+    );
 }
 
 #[test]
