@@ -102,8 +102,8 @@ def test_session_replayed_past_the_window(variant, llama_2048, start_proxy, figu
     messages = load_messages(FIXTURE)
     ks = assistant_turns(messages)
     # Streaming replays the first turns only (time): from the third one on, the history is
-    # over the window. (Starting a fresh proxy at a later turn hits the engine gap that
-    # test_known_gaps.py reproduces.)
+    # over the window. (A fresh proxy at a later turn is covered by
+    # test_overflow_regressions.py.)
     ks = ks[:turns]
     seen = {}
     fired_turns = 0
