@@ -30,10 +30,11 @@ use crate::{degrade, middle, summarize};
 /// use context_cascade::{Budget, CascadeConfig, ContextManager, format};
 ///
 /// let body = br#"{"model": "gpt-4o", "messages": [{"role": "user", "content": "hello"}]}"#;
-/// let mut conversation = format::parse(body, None).unwrap();
+/// let mut conversation = format::parse(body, None)?;
 /// let manager = ContextManager::new(CascadeConfig::default());
 /// let report = pollster::block_on(manager.prepare(&mut conversation, Budget::new(8_000, 0)));
 /// assert!(report.fits && report.steps.is_empty());
+/// # Ok::<(), context_cascade::ParseError>(())
 /// ```
 pub struct ContextManager {
     config: CascadeConfig,

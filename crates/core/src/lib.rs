@@ -36,11 +36,12 @@
 //!         "function": {"name": "bash", "arguments": "{\"command\":\"cat log\"}"}}]},
 //!     {"role": "tool", "tool_call_id": "1", "content": big},
 //!     {"role": "user", "content": "what failed?"}]});
-//! let mut conversation = format::parse(body.to_string().as_bytes(), None).unwrap();
+//! let mut conversation = format::parse(body.to_string().as_bytes(), None)?;
 //! let manager = ContextManager::new(CascadeConfig::default());
 //! let report = pollster::block_on(manager.prepare(&mut conversation, Budget::new(8_000, 0)));
 //! assert!(report.fits);
 //! assert_eq!(report.summary_line(), "truncate_tool_result=1");
+//! # Ok::<(), context_cascade::ParseError>(())
 //! ```
 
 pub mod calibrate;
