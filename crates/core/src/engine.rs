@@ -225,14 +225,15 @@ impl ContextManager {
         let mut report = self.start_report(conversation, budget);
         self.layer1(conversation, budget, &mut report);
         if self.should_preemptive_compact(conversation, budget) {
-            self.recover(conversation, budget, 1, &mut report).await;
+            self.recover_if_worth(conversation, budget, 1, &mut report)
+                .await;
             // A request still over E would be refused for sure: escalate now rather than
             // spend a call on it (the retry loop's later attempts, without the calls).
             let mut attempt = 2;
             while self.estimate(conversation) > budget.effective()
                 && self.retry_strategy(attempt).is_some()
             {
-                self.recover(conversation, budget, attempt, &mut report)
+                self.recover_if_worth(conversation, budget, attempt, &mut report)
                     .await;
                 attempt += 1;
             }
@@ -254,7 +255,7 @@ impl ContextManager {
         let mut attempt = 2;
         let threshold = budget.share(self.config.preemptive_ratio);
         while report.tokens_after > threshold && self.retry_strategy(attempt).is_some() {
-            self.recover(conversation, budget, attempt, &mut report)
+            self.recover_if_worth(conversation, budget, attempt, &mut report)
                 .await;
             self.finish(conversation, budget, &mut report);
             attempt += 1;
@@ -273,6 +274,29 @@ impl ContextManager {
             &cx,
             CompactMode::Watermark,
         ));
+    }
+
+    /// A recovery attempt before any call is kept only if it earns its rewrite: it frees at
+    /// least `min_gain` of the estimate, or brings a request over E under it. Otherwise the
+    /// conversation and the report are restored, so that shaving a few tokens never rewrites
+    /// the history (and a second compaction changes nothing).
+    async fn recover_if_worth(
+        &self,
+        conversation: &mut Conversation,
+        budget: Budget,
+        attempt: usize,
+        report: &mut Report,
+    ) {
+        let before = self.estimate(conversation);
+        let (saved, steps) = (conversation.clone(), report.steps.len());
+        self.recover(conversation, budget, attempt, report).await;
+        let after = self.estimate(conversation);
+        let freed = before.saturating_sub(after);
+        let fits_now = before > budget.effective() && after <= budget.effective();
+        if (freed as f64) < self.config.min_gain * before as f64 && !fits_now {
+            *conversation = saved;
+            report.steps.truncate(steps);
+        }
     }
 
     /// Applies recovery attempt `attempt` (see [`ContextManager::retry_strategy`]),
