@@ -335,22 +335,24 @@ fn auth_headers(provider: Provider, key: Option<&str>) -> Result<HeaderMap, Clie
     Ok(headers)
 }
 
+/// Response headers as (name, value) pairs, values read lossily as UTF-8.
+pub(crate) fn header_pairs(headers: &reqwest::header::HeaderMap) -> Vec<(String, String)> {
+    headers
+        .iter()
+        .map(|(name, value)| {
+            let value = String::from_utf8_lossy(value.as_bytes()).into_owned();
+            (name.as_str().to_owned(), value)
+        })
+        .collect()
+}
+
 /// A non-2xx answer as [`LlmError::Status`], headers and body kept as they came.
 async fn error_for_status(response: reqwest::Response) -> Result<reqwest::Response, LlmError> {
     let status = response.status();
     if status.is_success() {
         return Ok(response);
     }
-    let headers = response
-        .headers()
-        .iter()
-        .map(|(name, value)| {
-            (
-                name.as_str().to_owned(),
-                String::from_utf8_lossy(value.as_bytes()).into_owned(),
-            )
-        })
-        .collect();
+    let headers = header_pairs(response.headers());
     // A body that breaks off mid-read still leaves a usable status.
     let body = response.text().await.unwrap_or_default();
     Err(LlmError::Status {

@@ -79,16 +79,7 @@ pub struct SseStream {
 impl SseStream {
     pub(crate) fn from_response(provider: Provider, response: reqwest::Response) -> Self {
         let status = response.status().as_u16();
-        let headers = response
-            .headers()
-            .iter()
-            .map(|(name, value)| {
-                (
-                    name.as_str().to_owned(),
-                    String::from_utf8_lossy(value.as_bytes()).into_owned(),
-                )
-            })
-            .collect();
+        let headers = crate::client::header_pairs(response.headers());
         let usage = UsageProbe::new();
         let recorder = usage.clone();
         let events = response
