@@ -407,24 +407,29 @@ impl Conversation {
 
     /// Sets the tool name of every result from its call (`tool_call_id` → `tool_calls`).
     pub fn resolve_tool_names(&mut self) {
-        let mut names: std::collections::HashMap<String, String> = Default::default();
-        for message in &mut self.messages {
-            if message.blocks.iter().all(|b| {
-                !matches!(b, Block::ToolCall(_))
-                    && !matches!(b, Block::ToolResult(r) if r.tool_name.is_none())
-            }) {
-                continue;
-            }
-            for block in &mut message.blocks {
-                match block {
-                    Block::ToolCall(call) => {
-                        names.insert(call.id.clone(), call.name.clone());
+        // Looked up on borrowed ids first, then written: no id or name is copied for the map.
+        let mut resolved: Vec<(usize, usize, String)> = Vec::new();
+        {
+            let mut names: std::collections::HashMap<&str, &str> = Default::default();
+            for (m, message) in self.messages.iter().enumerate() {
+                for (b, block) in message.blocks.iter().enumerate() {
+                    match block {
+                        Block::ToolCall(call) => {
+                            names.insert(&call.id, &call.name);
+                        }
+                        Block::ToolResult(result) if result.tool_name.is_none() => {
+                            if let Some(name) = names.get(result.call_id.as_str()) {
+                                resolved.push((m, b, (*name).to_owned()));
+                            }
+                        }
+                        _ => {}
                     }
-                    Block::ToolResult(result) if result.tool_name.is_none() => {
-                        result.tool_name = names.get(&result.call_id).cloned();
-                    }
-                    _ => {}
                 }
+            }
+        }
+        for (m, b, name) in resolved {
+            if let Some(Block::ToolResult(result)) = self.messages[m].blocks.get_mut(b) {
+                result.tool_name = Some(name);
             }
         }
     }

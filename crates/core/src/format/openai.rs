@@ -71,14 +71,27 @@ fn read_message(
         ));
     };
     let role = read_role(&fields, path)?;
-    let (content, shape) = match fields.get_mut("content").map(Value::take) {
+    // One pass over the keys rather than a hashed lookup for each key the model owns; the
+    // taken values leave `null` placeholders that keep the keys' places for writing.
+    let (mut content, mut tool_call_id, mut tool_calls, mut function_call) =
+        (None, None, None, None);
+    for (key, value) in fields.iter_mut() {
+        match key.as_str() {
+            "content" => content = Some(value.take()),
+            "tool_call_id" if role == Role::Tool => tool_call_id = Some(value.take()),
+            "tool_calls" => tool_calls = Some(value.take()),
+            "function_call" => function_call = Some(value.take()),
+            _ => {}
+        }
+    }
+    let (content, shape) = match content {
         None => (Vec::new(), Shape::Absent),
         Some(value) => read_content(value, &format!("{path}.content"))?,
     };
     let mut blocks = content;
 
     if role == Role::Tool {
-        let call_id = match fields.get_mut("tool_call_id").map(Value::take) {
+        let call_id = match tool_call_id {
             Some(Value::String(id)) => id,
             Some(other) => {
                 return Err(ParseError::new(
@@ -117,7 +130,7 @@ fn read_message(
         })];
     }
 
-    if let Some(calls) = fields.get_mut("tool_calls").map(Value::take) {
+    if let Some(calls) = tool_calls {
         let path = format!("{path}.tool_calls");
         let Value::Array(calls) = calls else {
             return Err(ParseError::new(
@@ -132,7 +145,7 @@ fn read_message(
             )?));
         }
     }
-    if let Some(call) = fields.get_mut("function_call").map(Value::take) {
+    if let Some(call) = function_call {
         let id = format!("legacy-function-{index}");
         let mut call = read_function(call, &format!("{path}.function_call"))?;
         call.id = id.clone();

@@ -18,7 +18,7 @@ pub(super) struct View<'a> {
     pub options: WriteOptions,
 }
 
-/// Writes `fields` in order, asking `known` to write the model's keys.
+/// Writes `fields` in order, asking `known` to write the model's keys (at most 64).
 fn write_fields<M: SerializeMap>(
     map: &mut M,
     fields: &Map<String, Value>,
@@ -26,15 +26,19 @@ fn write_fields<M: SerializeMap>(
     strip_pins: bool,
     mut known: impl FnMut(&str, &mut M) -> Result<(), M::Error>,
 ) -> Result<(), M::Error> {
+    // Which of `keys` were on the wire, noted while writing: no second lookup (each one
+    // would hash the key) for every message, call and part of a long history.
+    let mut written = 0u64;
     for (key, value) in fields {
-        if keys.contains(&key.as_str()) {
+        if let Some(i) = keys.iter().position(|k| *k == key.as_str()) {
+            written |= 1 << i;
             known(key, map)?;
         } else if !(strip_pins && key == "_pin") {
             map.serialize_entry(key, value)?;
         }
     }
-    for key in keys {
-        if !fields.contains_key(*key) {
+    for (i, key) in keys.iter().enumerate() {
+        if written & (1 << i) == 0 {
             known(key, map)?;
         }
     }
