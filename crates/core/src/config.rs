@@ -36,6 +36,12 @@ pub struct CascadeConfig {
     pub recovery_targets: [f64; 3],
     /// EMA smoothing factor.
     pub ema_alpha: f64,
+    /// 0 (SPEC's rule, the default): the first observation is the scale, later ones are an
+    /// EMA with `ema_alpha`. Above 0: the scale is the size-weighted `Σ real / Σ prior`
+    /// (decaying by `1 − ema_alpha` per observation) in which the starting scale counts as
+    /// this many prior tokens, so a small request moves it little (32,000 measured best;
+    /// see [`crate::calibrate`]).
+    pub calibration_prior_tokens: f64,
     /// Observations (real / prior) are clamped to this range.
     pub ema_clamp: (f64, f64),
     /// Multiplier applied to estimates until the first calibration.
@@ -64,6 +70,7 @@ impl Default for CascadeConfig {
             min_gain: 0.10,
             recovery_targets: [0.75, 0.60, 0.50],
             ema_alpha: 0.3,
+            calibration_prior_tokens: 0.0,
             ema_clamp: (0.25, 4.0),
             uncalibrated_margin: 1.1,
             weights: Weights::default(),

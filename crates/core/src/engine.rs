@@ -117,7 +117,8 @@ impl ContextManager {
     /// Folds in what the provider counted for a request whose prior was `prior`; returns
     /// the model's new scale.
     pub fn observe(&self, model: &str, prior: f64, real_prompt_tokens: u64) -> f64 {
-        lock(&self.calibration).observe(model, prior, real_prompt_tokens, &self.config)
+        let starting = self.starting_scale(model);
+        lock(&self.calibration).observe(model, prior, real_prompt_tokens, starting, &self.config)
     }
 
     /// A snapshot of every model's calibration (to persist it).

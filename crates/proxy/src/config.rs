@@ -10,6 +10,7 @@
 //! discover = true                # ask the upstream for its window (llama.cpp, vLLM, Ollama)
 //! sticky_prefix = true           # re-apply earlier compaction to a conversation's known prefix
 //! compact_short_of_watermark = true  # SPEC's ②; false leaves ② to ③ when it cannot reach 0.6·E
+//! calibration_prior_tokens = 32000   # size-weighted calibration; 0 (default) is SPEC's EMA
 //! summarizer = "offline"         # or an OpenAI/Anthropic-compatible base URL
 //! summarizer_model = "gpt-4o-mini"
 //! summarizer_protocol = "openai"   # or "anthropic"; key in CASCADE_SUMMARIZER_API_KEY
@@ -111,6 +112,9 @@ pub struct ProxyConfig {
     /// leaves such histories to ③, which keeps more prompt-cache prefixes (see
     /// `CascadeConfig::compact_short_of_watermark`).
     pub compact_short_of_watermark: bool,
+    /// 0 (SPEC's EMA, the default) or the weight of the starting scale in prior tokens for
+    /// the size-weighted calibration (see `CascadeConfig::calibration_prior_tokens`).
+    pub calibration_prior_tokens: f64,
 }
 
 /// The file's shape; every key optional.
@@ -128,6 +132,7 @@ struct FileConfig {
     discover: Option<bool>,
     sticky_prefix: Option<bool>,
     compact_short_of_watermark: Option<bool>,
+    calibration_prior_tokens: Option<f64>,
     #[serde(default)]
     compactable_tools: Vec<String>,
     #[serde(default)]
@@ -160,6 +165,7 @@ impl ProxyConfig {
             catalog_toml: String::new(),
             sticky_prefix: true,
             compact_short_of_watermark: true,
+            calibration_prior_tokens: 0.0,
         }
     }
 
@@ -192,6 +198,14 @@ impl ProxyConfig {
         }
         if let Some(short) = file.compact_short_of_watermark {
             config.compact_short_of_watermark = short;
+        }
+        if let Some(tokens) = file.calibration_prior_tokens {
+            if !tokens.is_finite() || tokens < 0.0 {
+                return Err(ProxyError::Config(format!(
+                    "calibration_prior_tokens = {tokens}: expected 0 or a positive number of tokens"
+                )));
+            }
+            config.calibration_prior_tokens = tokens;
         }
         config.compactable_tools = file.compactable_tools;
         config.never_compact_tools = file.never_compact_tools;
@@ -290,6 +304,18 @@ mod tests {
         assert_eq!(c.db_path, PathBuf::from(IN_MEMORY_DB));
         assert!(c.catalog_toml.contains("custom"));
         assert_eq!(c.max_request_bytes, DEFAULT_MAX_REQUEST_BYTES);
+        assert_eq!(c.calibration_prior_tokens, 0.0);
+    }
+
+    #[test]
+    fn calibration_rule_is_read_and_checked() {
+        let c = ProxyConfig::from_toml_str("calibration_prior_tokens = 32000").unwrap();
+        assert_eq!(c.calibration_prior_tokens, 32_000.0);
+        let err = ProxyConfig::from_toml_str("calibration_prior_tokens = -1").unwrap_err();
+        assert!(
+            err.to_string().contains("calibration_prior_tokens"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -78,6 +78,7 @@ impl AppState {
             tools: ToolPolicy::default()
                 .with_names(&config.compactable_tools, &config.never_compact_tools),
             compact_short_of_watermark: config.compact_short_of_watermark,
+            calibration_prior_tokens: config.calibration_prior_tokens,
             ..CascadeConfig::default()
         };
         let inner = summarizer(&config)?;

@@ -18,8 +18,9 @@ const OBSERVATIONS: [usize; 3] = [1, 3, 10];
 /// At most this many later requests per fixture, evenly spaced, so long sessions do not
 /// outweigh short ones.
 const SAMPLES_PER_FIXTURE: usize = 20;
-/// The smallest request the "sized" calibration variant learns from.
-const MIN_OBSERVED_PRIOR: f64 = 2000.0;
+/// The size-weighted calibration measured beside SPEC's rule
+/// (`CascadeConfig::calibration_prior_tokens`).
+pub const WEIGHTED_PRIOR_TOKENS: f64 = 32_000.0;
 
 /// Accuracy of one estimator variant, pooled over fixtures.
 #[derive(serde::Serialize)]
@@ -94,30 +95,10 @@ fn rel(estimate: f64, exact: u64) -> f64 {
 
 /// The scale after observing the first `k` requests of a session (1.0 with none).
 fn scale_after(m: &Measured, weights: &Weights, config: &CascadeConfig, k: usize) -> f64 {
-    scale_after_sized(m, weights, config, k, 0.0)
-}
-
-/// The scale after observing the first `k` requests whose prior is at least `min_prior`
-/// tokens, among the requests before the measured ones (1.0 when none qualifies). Tiny
-/// first requests (a one-line prompt) say little about the session's later mix of text.
-fn scale_after_sized(
-    m: &Measured,
-    weights: &Weights,
-    config: &CascadeConfig,
-    k: usize,
-    min_prior: f64,
-) -> f64 {
     let mut calibration = Calibration::new();
     let mut scale = 1.0;
-    let horizon = OBSERVATIONS[OBSERVATIONS.len() - 1];
-    for &i in m
-        .calls
-        .iter()
-        .take(horizon)
-        .filter(|&&i| m.prior(weights, i) >= min_prior)
-        .take(k)
-    {
-        scale = calibration.observe("m", m.prior(weights, i), m.cum_exact[i], config);
+    for &i in m.calls.iter().take(k) {
+        scale = calibration.observe("m", m.prior(weights, i), m.cum_exact[i], None, config);
     }
     scale
 }
@@ -152,7 +133,7 @@ fn rolling_errors(data: &[Measured], weights: &Weights, config: &CascadeConfig) 
             if wanted.contains(&i) {
                 errors.push(rel(prior * scale, m.cum_exact[i]));
             }
-            scale = calibration.observe("m", prior, m.cum_exact[i], config);
+            scale = calibration.observe("m", prior, m.cum_exact[i], None, config);
         }
     }
     errors
@@ -282,22 +263,26 @@ pub fn run(data: &[Measured]) -> Accuracy {
             stats: ErrorStats::of(&calibrated_errors(data, &spec, &config, k)),
         });
     }
-    let mut sized = Vec::new();
-    for m in data {
-        let scale = scale_after_sized(m, &spec, &config, 3, MIN_OBSERVED_PRIOR);
-        for i in measured_requests(m) {
-            sized.push(rel(m.prior(&spec, i) * scale, m.cum_exact[i]));
-        }
-    }
-    variants.push(Variant {
-        name: format!(
-            "prior after 3 observations, skipping requests under {MIN_OBSERVED_PRIOR} tokens"
-        ),
-        stats: ErrorStats::of(&sized),
-    });
     variants.push(Variant {
         name: "rolling: every call observed, next one estimated".into(),
         stats: ErrorStats::of(&rolling_errors(data, &spec, &config)),
+    });
+    let weighted = CascadeConfig {
+        calibration_prior_tokens: WEIGHTED_PRIOR_TOKENS,
+        ..CascadeConfig::default()
+    };
+    for k in OBSERVATIONS {
+        variants.push(Variant {
+            name: format!(
+                "size-weighted rule, after {k} observation{}",
+                if k == 1 { "" } else { "s" }
+            ),
+            stats: ErrorStats::of(&calibrated_errors(data, &spec, &weighted, k)),
+        });
+    }
+    variants.push(Variant {
+        name: "size-weighted rule, rolling".into(),
+        stats: ErrorStats::of(&rolling_errors(data, &spec, &weighted)),
     });
 
     let per_fixture = data

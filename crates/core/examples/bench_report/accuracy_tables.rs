@@ -38,7 +38,11 @@ pub fn markdown(a: &Accuracy) -> String {
          sent (`messages[..i]` for every assistant message `i`); calibration observes the \
          first 1, 3 or 10 requests (exact count as the provider's \"real\" count, \
          `Calibration::observe`, α 0.3, then frozen) and every variant is measured on the same \
-         later requests (after the 10th; at most 20 per fixture, evenly spaced).\n\n",
+         later requests (after the 10th; at most 20 per fixture, evenly spaced). The \
+         *size-weighted rule* is the configurable alternative to SPEC's \
+         (`calibration_prior_tokens = 32000`): the scale is `Σ real / Σ prior`, decaying by \
+         1 − α per observation, with the starting scale counted as 32,000 prior tokens, so a \
+         one-line first request no longer sets the scale.\n\n",
     );
     out.push_str(&table(&header, &variant_rows(&a.variants)));
     out.push_str("\n### Per fixture (whole transcript)\n\n");
