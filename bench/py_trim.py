@@ -215,13 +215,17 @@ def case(path, budget, args, spawn_ms):
 
     with tempfile.TemporaryDirectory() as tmp:
         target = os.path.join(tmp, "out.json")
-        proc, t = run_process([args.compact_file, path, "--window", str(budget), "--runs", "10", "-o", target], runs=1)
+        proc, t = run_process([args.compact_file, path, "--window", str(budget), "--runs", "10",
+                               "--bare", "-o", target], runs=1)
         if proc.returncode == 0:
             inproc = json.loads(proc.stdout)
             with open(target) as f:
                 out = json.load(f)["messages"]
             tools["cascade (in process)"] = {"ms": {**inproc["ms"], "n": inproc["runs"]},
                                              **describe(out, messages, budget)}
+            if inproc.get("bare_ms"):
+                # Not a trimmer: what reading and writing these bytes costs at least.
+                result["bare_ms"] = {**inproc["bare_ms"], "n": inproc["runs"]}
         else:
             tools["cascade (in process)"] = {"error": proc.stderr.decode(errors="replace").strip()}
         if args.cascade and os.path.exists(args.cascade):
@@ -268,6 +272,10 @@ def markdown(report):
         out.append("| tool | time (ms) | × cascade in process | messages kept | tokens | fits | pairs valid | first user kept |")
         out.append("|---|---|---|---|---|---|---|---|")
         base = c["tools"].get("cascade (in process)", {}).get("ms", {}).get("median")
+        if c.get("bare_ms"):
+            b = c["bare_ms"]
+            out.append(f"| *serde_json parse + serialize alone, no trimming (a floor)* | {fmt_ms(b)} | "
+                       f"{ratio_cell(b['median'] / base) if base else '-'} | | | | | |")
         for name, r in c["tools"].items():
             if "error" in r:
                 out.append(f"| {name} | error: {r['error'][:120]} | | | | | | |")
