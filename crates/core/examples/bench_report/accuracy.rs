@@ -254,36 +254,35 @@ pub fn run(data: &[Measured]) -> Accuracy {
             })),
         },
     ];
-    for k in OBSERVATIONS {
-        variants.push(Variant {
-            name: format!(
-                "prior after {k} observation{}",
-                if k == 1 { "" } else { "s" }
-            ),
-            stats: ErrorStats::of(&calibrated_errors(data, &spec, &config, k)),
-        });
-    }
-    variants.push(Variant {
-        name: "rolling: every call observed, next one estimated".into(),
-        stats: ErrorStats::of(&rolling_errors(data, &spec, &config)),
-    });
     let weighted = CascadeConfig {
         calibration_prior_tokens: WEIGHTED_PRIOR_TOKENS,
         ..CascadeConfig::default()
     };
-    for k in OBSERVATIONS {
+    // SPEC's rule, then the size-weighted one: after 1, 3 and 10 observations, and rolling.
+    for (prefix, rolling, rule) in [
+        (
+            "prior after",
+            "rolling: every call observed, next one estimated",
+            &config,
+        ),
+        (
+            "size-weighted rule, after",
+            "size-weighted rule, rolling",
+            &weighted,
+        ),
+    ] {
+        for k in OBSERVATIONS {
+            let plural = if k == 1 { "" } else { "s" };
+            variants.push(Variant {
+                name: format!("{prefix} {k} observation{plural}"),
+                stats: ErrorStats::of(&calibrated_errors(data, &spec, rule, k)),
+            });
+        }
         variants.push(Variant {
-            name: format!(
-                "size-weighted rule, after {k} observation{}",
-                if k == 1 { "" } else { "s" }
-            ),
-            stats: ErrorStats::of(&calibrated_errors(data, &spec, &weighted, k)),
+            name: rolling.into(),
+            stats: ErrorStats::of(&rolling_errors(data, &spec, rule)),
         });
     }
-    variants.push(Variant {
-        name: "size-weighted rule, rolling".into(),
-        stats: ErrorStats::of(&rolling_errors(data, &spec, &weighted)),
-    });
 
     let per_fixture = data
         .iter()
