@@ -18,8 +18,8 @@ log() {
   printf '%s\t%s\n' "$(($(date +%s) - START))" "$*" >> "$PHASES"
 }
 BIN="${CARGO_TARGET_DIR:-target}/release"
-# The fixture transcripts live beside the repository (../shared), not in it.
-FIXTURES="${CASCADE_FIXTURES:-../shared/fixtures/transcripts}"
+# The fixture transcripts are vendored in fixtures/ (override with CASCADE_FIXTURES).
+FIXTURES="${CASCADE_FIXTURES:-fixtures/transcripts}"
 if [ ! -d "$FIXTURES" ]; then
   echo "bench/run.sh: no fixture transcripts at $FIXTURES (set CASCADE_FIXTURES to their folder)" >&2
   exit 2

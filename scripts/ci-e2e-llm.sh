@@ -14,7 +14,7 @@
 # 5. prints the figures the tests measured (turns replayed, strategies fired, calibration
 #    error, summarizer outcome and latency).
 #
-# Fixtures: ../shared/fixtures beside the repository, or $CASCADE_FIXTURES.
+# Fixtures: the repository's fixtures/ folder, or $CASCADE_FIXTURES.
 # A server that cannot be installed or started fails the run; nothing is skipped.
 set -euo pipefail
 cd "$(dirname "$0")/.."

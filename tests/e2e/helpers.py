@@ -14,7 +14,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 CASCADE = Path(os.environ.get("CASCADE_BIN", REPO / "target" / "debug" / "cascade"))
 FIXTURES = Path(
-    os.environ.get("CASCADE_FIXTURES", REPO.parent / "shared" / "fixtures")
+    os.environ.get("CASCADE_FIXTURES", REPO / "fixtures")
 ) / "transcripts"
 
 # The request's `model`: llama-server ignores it, the proxy keys its calibration by it.

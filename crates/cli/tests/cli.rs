@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 const BIN: &str = env!("CARGO_BIN_EXE_cascade");
 
 fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures")
 }
 
 /// Every transcript fixture, sorted by name.

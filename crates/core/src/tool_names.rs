@@ -313,7 +313,7 @@ mod tests {
         ToolPolicy::default().is_compactable(name, &args)
     }
 
-    /// Every tool name in /work/shared/fixtures/transcripts/*.json (`str_replace_editor`
+    /// Every tool name in fixtures/transcripts/*.json (`str_replace_editor`
     /// is judged by command, below).
     #[rustfmt::skip]
     const FIXTURE_TOOLS: &[(&str, ToolKind)] = &[

@@ -1,12 +1,12 @@
 //! Runs `classify` over every entry of the shared overflow fixture
-//! (`shared/fixtures/overflow-errors.json`, beside the repository).
+//! (`fixtures/overflow-errors.json`, vendored in the repository).
 
 use context_cascade::overflow::{Overflow, classify};
 use serde_json::Value;
 
 const FIXTURE: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
-    "/../../../shared/fixtures/overflow-errors.json"
+    "/../../fixtures/overflow-errors.json"
 );
 
 struct Entry {

@@ -20,7 +20,7 @@ const SHORT: &str = "openhands__llama-4-maverick__ponyc-4588.json";
 
 fn fixture_messages(fixture: &str) -> Vec<Value> {
     let path = format!(
-        "{}/../../../shared/fixtures/transcripts/{fixture}",
+        "{}/../../fixtures/transcripts/{fixture}",
         env!("CARGO_MANIFEST_DIR")
     );
     let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"));

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use context_cascade::estimate::{ClassCounts, Weights};
 use serde_json::{Value, json};
 
-/// One transcript of `shared/fixtures/transcripts`.
+/// One transcript of `fixtures/transcripts`.
 pub struct Fixture {
     /// File stem, e.g. `claude-code__spotter__258c7280-main`.
     pub name: String,
@@ -20,12 +20,12 @@ pub struct Fixture {
     pub meta: Value,
 }
 
-/// The fixture folder: `$CASCADE_FIXTURES`, else `../shared/fixtures/transcripts` beside
+/// The fixture folder: `$CASCADE_FIXTURES`, else the repository's `fixtures/transcripts`
 /// the repository.
 pub fn fixtures_dir() -> PathBuf {
     match std::env::var_os("CASCADE_FIXTURES") {
         Some(dir) => PathBuf::from(dir),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/transcripts"),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/transcripts"),
     }
 }
 

@@ -1,4 +1,4 @@
-//! The offline summarizer on the real transcripts of `shared/fixtures`: the files an agent
+//! The offline summarizer on the real transcripts of `fixtures/` (vendored in the repository): the files an agent
 //! worked on must survive a tenfold compaction.
 
 use serde_json::{Value, json};
@@ -10,7 +10,7 @@ use crate::summarizer::{SummaryRequest, split_sections};
 
 const FIXTURES: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
-    "/../../../shared/fixtures/transcripts"
+    "/../../fixtures/transcripts"
 );
 
 /// Summarizes a fixture transcript within `max_tokens` (or a tenth of its size when

@@ -6,9 +6,9 @@ pub mod scripted;
 
 use serde_json::{Map, Value, json};
 
-/// `../shared/fixtures` beside the repository (CI lays it at the same relative path).
+/// `fixtures/` at the repository root (vendored, with their sources and licenses).
 pub fn fixtures_dir() -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures")
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures")
 }
 
 /// Every transcript fixture: (file stem, the whole file as JSON).
