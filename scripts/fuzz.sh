@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Fuzzes the parsers, the overflow classifier and the whole preparation with cargo-fuzz
+# (libFuzzer; needs the nightly toolchain, which this machine has).
+#
+#   bash scripts/fuzz.sh [SECONDS] [TARGET...]
+#
+# SECONDS (default 120) is split evenly between the targets (default: all four of
+# fuzz/Cargo.toml). Installs cargo-fuzz when missing. Seeds come from fuzz/seeds/<target>
+# (small bodies cut from the fixtures, the overflow error bodies); the growing corpus goes to
+# fuzz/corpus/<target> and any crash to fuzz/artifacts/<target> (both ignored by git).
+# Prints one line per target: executions, corpus size, and whether it found anything. A
+# finding fails the run (exit 1); turn each one into a regression test, then delete it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+total="${1:-120}"
+shift || true
+targets=("$@")
+if [ ${#targets[@]} -eq 0 ]; then
+    targets=(parse_openai parse_anthropic classify prepare)
+fi
+if ! cargo +nightly fuzz --version >/dev/null 2>&1; then
+    cargo +nightly install cargo-fuzz --locked
+fi
+per=$((total / ${#targets[@]}))
+[ "$per" -ge 1 ] || per=1
+
+cd fuzz
+cargo +nightly fuzz build --release
+found=0
+for t in "${targets[@]}"; do
+    mkdir -p "corpus/$t" "artifacts/$t"
+    log="artifacts/$t/last-run.log"
+    set +e
+    cargo +nightly fuzz run --release "$t" "corpus/$t" "seeds/$t" -- \
+        -max_total_time="$per" -max_len=65536 -timeout=20 -rss_limit_mb=4096 \
+        -print_final_stats=1 >"$log" 2>&1
+    status=$?
+    set -e
+    runs="$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)"
+    corpus="$(find "corpus/$t" -type f | wc -l)"
+    crashes="$(find "artifacts/$t" -type f ! -name 'last-run.log' | wc -l)"
+    echo "fuzz $t: ${runs:-?} executions in ${per}s, corpus $corpus, findings $crashes (exit $status)"
+    if [ "$status" -ne 0 ] || [ "$crashes" -ne 0 ]; then
+        found=1
+        grep -m5 -E 'panicked|ERROR|SUMMARY' "$log" || true
+    fi
+done
+exit "$found"
