@@ -288,7 +288,10 @@ mod tests {
                 assert_eq!(call.extends_previous, Some(true), "call {}", call.number);
             }
         }
-        let extending = run.calls.iter().filter(|c| c.extends_previous == Some(true));
+        let extending = run
+            .calls
+            .iter()
+            .filter(|c| c.extends_previous == Some(true));
         assert_eq!(extending.count(), run.stability.extending);
         assert!(run.stability.extending < 30);
     }
@@ -304,7 +307,13 @@ mod tests {
             |_, _| {},
         ));
         assert_eq!(run.calls.len(), 6);
-        assert_eq!(run.stability, PrefixStability { compared: 5, extending: 5 });
+        assert_eq!(
+            run.stability,
+            PrefixStability {
+                compared: 5,
+                extending: 5
+            }
+        );
         assert!(run.calls.iter().all(|c| c.report.steps.is_empty()));
     }
 }
