@@ -30,7 +30,9 @@ pub struct CallRecord {
     /// What fired, short: `compact 3 · prune 160 · degrade L3` (messages affected per
     /// strategy; ⑤ with its level).
     pub label: String,
+    /// The request as sent fits the effective budget.
     pub fits: bool,
+    /// ⑤ degradation was needed.
     pub degraded: bool,
     /// The request sent begins with the previous request sent, unchanged (a provider's
     /// prompt cache still hits); `None` on the first call.
@@ -40,7 +42,9 @@ pub struct CallRecord {
 /// The whole replay.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Timeline {
+    /// The budget every call was prepared for.
     pub budget: Budget,
+    /// One record per call, in order.
     pub calls: Vec<CallRecord>,
     /// Calls after the first whose request extended the previous one.
     pub stability: PrefixStability,
