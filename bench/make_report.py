@@ -174,7 +174,7 @@ def main():
     for r in rss:
         out.append(f"| `{r['label']}` | {r['peak_rss_mb']:.1f} MB | {r['seconds'] * 1e3:.0f} ms | {r['exit']} |")
     if not any(r["label"].startswith("cascade compact") for r in rss):
-        out.append("\n`cascade compact` was not available in this build; the example binary does "
+        out.append("\n`cascade compact` was not available in this build; the compact_file binary (crates/bench) does "
                    "the same parse → compaction → serialize.")
     out.append("")
     print("\n".join(out))

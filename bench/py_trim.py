@@ -4,12 +4,12 @@ what each output keeps.
 
 Run by bench/run.sh inside bench/.venv:
     python bench/py_trim.py --inputs bench/out/inputs --out bench/out \
-        --cascade target/release/cascade --compact-file target/release/examples/compact_file
+        --cascade target/release/cascade --compact-file target/release/compact_file
 
 Timings: Python functions are timed in process on an already-loaded message list (JSON
 reading excluded; LangChain's conversion to message objects excluded too, since a LangChain
 user holds message objects already). The Rust side is timed twice: in process by the
-`compact_file` example (parse -> compaction -> serialize, from bytes in memory), and as the
+`compact_file` binary of crates/bench (parse -> compaction -> serialize, from bytes in memory), and as the
 whole `cascade compact` process (spawn, file read and write included) - the honest end-to-end
 figure; the bare process-spawn cost is measured separately (`cascade --version`).
 """
@@ -233,7 +233,7 @@ def case(path, budget, args, spawn_ms):
             label = "cascade compact (whole process)"
         else:
             argv = [args.compact_file, path, "--window", str(budget), "--runs", "1", "-o", target]
-            label = "compact_file example (whole process; cascade CLI missing)"
+            label = "compact_file (whole process; cascade CLI missing)"
         proc, t = run_process(argv, runs=5)
         if proc.returncode in (0, 1) and os.path.exists(target):
             with open(target) as f:
@@ -350,7 +350,7 @@ def main():
     p.add_argument("--inputs", default="bench/out/inputs")
     p.add_argument("--out", default="bench/out")
     p.add_argument("--cascade", default="target/release/cascade")
-    p.add_argument("--compact-file", default="target/release/examples/compact_file")
+    p.add_argument("--compact-file", default="target/release/compact_file")
     p.add_argument("--quick", action="store_true", help="only the 1.3 MB request")
     args = p.parse_args()
     started = time.perf_counter()

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every benchmark of issue 5 in one command, then BENCHMARKS.md:
-#   (1) preparation cost, (3) estimator accuracy, (4) cost curves  - Rust, bench_report example
+#   (1) preparation cost, (3) estimator accuracy, (4) cost curves  - Rust, bench_report (crates/bench)
 #   (2) LiteLLM / LangChain trim_messages vs the cascade          - Python, bench/py_trim.py
 #   (5) peak RSS of `cascade compact` on the ~1M-token request     - bench/rss.py
 # Needs cargo and python3 (with venv); the venv (bench/.venv) is created once and reused.
@@ -30,9 +30,10 @@ QUICK_FLAG=()
 if [ "${QUICK:-0}" = 1 ]; then QUICK_FLAG=(--quick); fi
 
 log "building release binaries"
-# One invocation, so the core library is compiled once (with `exact`) for both.
-cargo build --release -p cascade-cli -p context_cascade --features context_cascade/exact \
-  --bin cascade --example bench_report --example compact_file
+# One invocation, so the core library is compiled once (with `exact`, which cascade-bench
+# turns on) for all three binaries.
+cargo build --release -p cascade-cli -p cascade-bench \
+  --bin cascade --bin bench_report --bin compact_file
 
 if ! bench/.venv/bin/python -c "import litellm, langchain_core" 2>/dev/null; then
   log "creating bench/.venv and installing LiteLLM and LangChain (once)"
@@ -42,11 +43,11 @@ if ! bench/.venv/bin/python -c "import litellm, langchain_core" 2>/dev/null; the
 fi
 
 log "(1) preparation cost, (3) estimator accuracy, (4) cost curves"
-"$BIN"/examples/bench_report --out "$OUT" "${QUICK_FLAG[@]}" > /dev/null
+"$BIN"/bench_report --out "$OUT" "${QUICK_FLAG[@]}" > /dev/null
 
 log "(2) LiteLLM and LangChain trim_messages vs the cascade"
 bench/.venv/bin/python bench/py_trim.py --inputs "$OUT/inputs" --out "$OUT" \
-  --cascade "$BIN"/cascade --compact-file "$BIN"/examples/compact_file \
+  --cascade "$BIN"/cascade --compact-file "$BIN"/compact_file \
   "${QUICK_FLAG[@]}" > /dev/null
 
 log "(5) peak RSS on the ~1M-token request"
@@ -55,8 +56,8 @@ log "(5) peak RSS on the ~1M-token request"
     python3 bench/rss.py "cascade compact --window 128000" -- \
       "$BIN"/cascade compact "$OUT/inputs/scaled-1m.json" --window 128000 -o "$OUT/compacted-1m.tmp"
   fi
-  python3 bench/rss.py "compact_file example, Layers 1-2 in process" -- \
-    "$BIN"/examples/compact_file "$OUT/inputs/scaled-1m.json" --window 128000 --runs 1 --sync -o "$OUT/compacted-1m.tmp"
+  python3 bench/rss.py "compact_file (cascade-bench), Layers 1-2 in process" -- \
+    "$BIN"/compact_file "$OUT/inputs/scaled-1m.json" --window 128000 --runs 1 --sync -o "$OUT/compacted-1m.tmp"
 } > "$OUT/rss.jsonl"
 rm -f "$OUT/compacted-1m.tmp"
 

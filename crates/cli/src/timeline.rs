@@ -1,17 +1,20 @@
-//! Replaying a transcript as an agent loop: before each assistant turn, the request the
-//! agent would send is the conversation it carried forward (already compacted by earlier
-//! calls) plus the messages new since its last call; `prepare` runs on it and the result is
-//! carried forward, as a library user does.
+//! The replay as `cascade replay` shows it: `context_cascade::replay` carries the
+//! transcript forward call by call through `prepare` (the agent loop and its call points
+//! live there, shared with the benchmark and the tests); this adds what the timeline
+//! prints: the estimate of the whole history an agent without the cascade would send, and
+//! short labels of what fired.
 
 use context_cascade::estimate::ClassCounts;
-use context_cascade::{Budget, ContextManager, Conversation, Role, Step, Strategy};
+use context_cascade::replay::{self, PrefixStability};
+use context_cascade::{Budget, ContextManager, Conversation, Step, Strategy};
 
 /// What happened on one simulated call.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CallRecord {
     /// 1-based call number.
     pub call: usize,
-    /// Index, in the transcript, of the assistant message this call produced.
+    /// Messages of the transcript before the call (the call point); the reply, when the
+    /// transcript records one, is the message at this index.
     pub turn: usize,
     /// Messages in the request as sent (after `prepare`).
     pub messages: usize,
@@ -27,18 +30,24 @@ pub struct CallRecord {
     /// What fired, short: `compact 3 · prune 160 · degrade L3` (messages affected per
     /// strategy; ⑤ with its level).
     pub label: String,
+    /// The request as sent fits the effective budget.
     pub fits: bool,
+    /// ⑤ degradation was needed.
     pub degraded: bool,
     /// The request sent begins with the previous request sent, unchanged (a provider's
-    /// prompt cache still hits).
-    pub extends_previous: bool,
+    /// prompt cache still hits); `None` on the first call.
+    pub extends_previous: Option<bool>,
 }
 
 /// The whole replay.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Timeline {
+    /// The budget every call was prepared for.
     pub budget: Budget,
+    /// One record per call, in order.
     pub calls: Vec<CallRecord>,
+    /// Calls after the first whose request extended the previous one.
+    pub stability: PrefixStability,
 }
 
 impl Timeline {
@@ -64,16 +73,9 @@ impl Timeline {
     }
 }
 
-/// Indices of the assistant messages that end a model call: an assistant message with
-/// something before it, not directly after another assistant message (one reply written
-/// as several messages is one call).
-pub fn call_turns(conversation: &Conversation) -> Vec<usize> {
-    let messages = &conversation.messages;
-    (1..messages.len())
-        .filter(|&i| {
-            messages[i].role() == Role::Assistant && messages[i - 1].role() != Role::Assistant
-        })
-        .collect()
+/// How many calls replaying `conversation` makes.
+pub fn call_count(conversation: &Conversation) -> usize {
+    replay::call_points(conversation.messages.iter().map(|m| m.role())).len()
 }
 
 /// Replays `conversation` call by call; `on_call` runs after each call (progress).
@@ -84,28 +86,18 @@ pub fn replay(
     mut on_call: impl FnMut(&CallRecord),
 ) -> Timeline {
     let estimator = manager.estimator(conversation.model().unwrap_or(""));
-    let tools = conversation
+    let mut history = conversation
         .tools()
         .map(ClassCounts::of_json)
         .unwrap_or_default();
-    let mut carried = Conversation {
-        format: conversation.format,
-        messages: Vec::new(),
-        envelope: conversation.envelope.clone(),
-    };
-    let mut history = tools;
-    let mut next = 0;
+    let mut counted = 0;
     let mut calls = Vec::new();
-    for (n, turn) in call_turns(conversation).into_iter().enumerate() {
-        let new = &conversation.messages[next..turn];
-        for message in new {
+    let run = replay::replay(conversation, manager, budget, |call, sent| {
+        for message in &conversation.messages[counted..call.end] {
             history += message.counts();
         }
-        let previous_sent = carried.messages.clone();
-        carried.messages.extend(new.iter().cloned());
-        next = turn;
-
-        let report = pollster::block_on(manager.prepare(&mut carried, budget));
+        counted = call.end;
+        let report = &call.report;
         let mut strategies: Vec<Strategy> = Vec::new();
         for step in &report.steps {
             if !strategies.contains(&step.strategy) {
@@ -113,9 +105,9 @@ pub fn replay(
             }
         }
         let record = CallRecord {
-            call: n + 1,
-            turn,
-            messages: carried.messages.len(),
+            call: call.number,
+            turn: call.end,
+            messages: sent.messages.len(),
             tokens_in: report.tokens_before,
             tokens_sent: report.tokens_after,
             uncompacted: estimator.tokens_of(&history),
@@ -123,12 +115,17 @@ pub fn replay(
             strategies,
             fits: report.fits,
             degraded: report.degraded,
-            extends_previous: carried.messages.starts_with(&previous_sent),
+            extends_previous: call.extends_previous,
         };
         on_call(&record);
         calls.push(record);
+    });
+    let stability = pollster::block_on(run).stability;
+    Timeline {
+        budget,
+        calls,
+        stability,
     }
-    Timeline { budget, calls }
 }
 
 /// Short names for the timeline's narrow column.
@@ -200,7 +197,7 @@ mod tests {
         assert_eq!(seen, 31);
         let first = &timeline.calls[0];
         assert_eq!((first.turn, first.messages), (2, 2));
-        assert!(first.strategies.is_empty() && first.extends_previous);
+        assert!(first.strategies.is_empty() && first.extends_previous.is_none());
         // The full history grows past the window; what is sent stays inside it.
         let last = &timeline.calls[30];
         assert!(last.uncompacted > budget.window);
@@ -213,22 +210,31 @@ mod tests {
         assert!(timeline.calls_compacted() > 0);
         // A call that compacted rewrote its prefix; one that did not extends it.
         for call in &timeline.calls {
-            if call.strategies.is_empty() {
-                assert!(call.extends_previous, "call {}", call.call);
+            if call.strategies.is_empty() && call.call > 1 {
+                assert_eq!(call.extends_previous, Some(true), "call {}", call.call);
             }
         }
+        let extending = timeline
+            .calls
+            .iter()
+            .filter(|c| c.extends_previous == Some(true));
+        assert_eq!(extending.count(), timeline.stability.extending);
+        assert_eq!(timeline.stability.compared, 30);
     }
 
     #[test]
-    fn consecutive_assistant_messages_are_one_call() {
+    fn a_transcript_waiting_for_a_reply_ends_with_one_more_call() {
         let body = serde_json::json!([
             {"role": "user", "content": "hi"},
             {"role": "assistant", "content": "thinking"},
             {"role": "assistant", "content": "answer"},
-            {"role": "user", "content": "more"},
-            {"role": "assistant", "content": "ok"}
+            {"role": "user", "content": "more"}
         ]);
         let conversation = context_cascade::format::parse_value(body, None).expect("valid");
-        assert_eq!(call_turns(&conversation), vec![1, 4]);
+        assert_eq!(call_count(&conversation), 2);
+        let manager = ContextManager::new(CascadeConfig::default());
+        let timeline = replay(&conversation, &manager, Budget::new(8_000, 0), |_| {});
+        let turns: Vec<usize> = timeline.calls.iter().map(|c| c.turn).collect();
+        assert_eq!(turns, vec![1, 4]);
     }
 }

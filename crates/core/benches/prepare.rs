@@ -6,7 +6,7 @@
 //! `cargo bench -p context_cascade --bench prepare`; `bench/run.sh` prints the same ratios,
 //! measured side by side, with min/median/max.
 
-#[path = "../examples/bench_report/inputs.rs"]
+#[path = "../../bench/src/bin/bench_report/inputs.rs"]
 #[allow(dead_code)]
 mod inputs;
 

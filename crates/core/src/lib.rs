@@ -62,6 +62,7 @@ pub mod overflow;
 pub mod prune;
 pub mod remember;
 pub mod repair;
+pub mod replay;
 pub mod report;
 pub mod retry;
 pub mod step;

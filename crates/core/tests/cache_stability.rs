@@ -1,49 +1,24 @@
 //! Prompt-cache stability as a library user sees it: replay each long fixture as an agent
 //! loop that carries the prepared conversation forward, and count the calls whose request
-//! starts with the previous request unchanged (the provider's cached prefix survives).
+//! starts with the previous request unchanged (the provider's cached prefix survives); the
+//! call points and the measure are `context_cascade::replay`'s.
 //! Compares SPEC's ② (compacts even when it cannot reach the low watermark) with the
 //! alternative that leaves such cases to ③.
 
 mod common;
 
-use context_cascade::{Budget, CascadeConfig, ContextManager, Conversation, Message, Role, format};
+use context_cascade::replay::{PrefixStability, replay};
+use context_cascade::{Budget, CascadeConfig, ContextManager, format};
 
-/// Share of calls (after the first) whose messages start with the previous call's messages.
-fn stable_share(name: &str, manager: &ContextManager, window: u64) -> (f64, usize) {
+/// The prefix stability of one fixture replayed at one window (see `context_cascade::replay`).
+fn stability(name: &str, manager: &ContextManager, window: u64) -> PrefixStability {
     let (_, fixture) = common::transcripts()
         .into_iter()
         .find(|(n, _)| n == name)
         .unwrap();
     let full = format::parse(common::openai_body(&fixture).to_string().as_bytes(), None).unwrap();
     let budget = Budget::new(window, full.output_reserve());
-    let mut carried = Conversation {
-        messages: Vec::new(),
-        ..full.clone()
-    };
-    let mut previous: Option<Vec<Message>> = None;
-    let (mut calls, mut stable) = (0, 0);
-    let mut next = 0;
-    for (index, message) in full.messages.iter().enumerate() {
-        if message.role() != Role::Assistant || index == 0 {
-            continue;
-        }
-        // The agent calls the model with everything up to this assistant turn.
-        carried
-            .messages
-            .extend(full.messages[next..index].iter().cloned());
-        next = index;
-        pollster::block_on(manager.prepare(&mut carried, budget));
-        if let Some(before) = &previous {
-            calls += 1;
-            if carried.messages.len() >= before.len()
-                && carried.messages[..before.len()] == before[..]
-            {
-                stable += 1;
-            }
-        }
-        previous = Some(carried.messages.clone());
-    }
-    (stable as f64 / calls.max(1) as f64, calls)
+    pollster::block_on(replay(&full, manager, budget, |_, _| {})).stability
 }
 
 #[test]
@@ -61,10 +36,12 @@ fn leaving_short_compactions_to_pruning_keeps_more_prefixes() {
     ];
     let (mut sum_spec, mut sum_alt) = (0.0, 0.0);
     for (name, window) in cases {
-        let (a, calls) = stable_share(name, &spec, window);
-        let (b, _) = stable_share(name, &alternative, window);
+        let a = stability(name, &spec, window);
+        let b = stability(name, &alternative, window);
+        let calls = a.compared;
+        let (a, b) = (a.share(), b.share());
         eprintln!(
-            "{name} at {window}: {calls} calls, prefix kept {:.1}% (SPEC ②) vs {:.1}% (② only when it reaches 0.6·E)",
+            "{name} at {window}: {calls} calls after the first, prefix kept {:.1}% (SPEC ②) vs {:.1}% (② only when it reaches 0.6·E)",
             a * 100.0,
             b * 100.0
         );

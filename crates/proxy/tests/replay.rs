@@ -4,12 +4,17 @@
 //! cache only hits when a request extends the previous one unchanged, so the measure is the
 //! share of upstream requests whose messages start with exactly the previous upstream
 //! request's messages (each message byte for byte) and whose other fields are unchanged.
+//! The call points and the measure are `context_cascade::replay`'s, as in the CLI, the
+//! benchmark and core's cache-stability test.
 
 mod common;
 
 use common::{Script, start};
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
+use context_cascade::Role;
+use context_cascade::replay::{self, PrefixStability};
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
@@ -28,43 +33,26 @@ fn fixture_messages(fixture: &str) -> Vec<Value> {
     fixture["messages"].as_array().unwrap().clone()
 }
 
-/// The points where the agent called the model: after a user message, or after the last
-/// tool result of a batch.
+/// The points where the agent called the model: `context_cascade::replay`'s rule, read from
+/// the wire roles.
 fn call_points(messages: &[Value]) -> Vec<usize> {
-    (1..=messages.len())
-        .filter(|&end| {
-            let role = messages[end - 1]["role"].as_str().unwrap_or("");
-            let next_is_tool = messages.get(end).is_some_and(|m| m["role"] == "tool");
-            matches!(role, "user" | "tool") && !next_is_tool
-        })
-        .collect()
+    let roles = messages.iter().map(|m| {
+        let role = m["role"].as_str().unwrap_or("");
+        Role::parse(role).unwrap_or_else(|| panic!("unknown role {role:?}"))
+    });
+    replay::call_points(roles)
 }
 
-/// A request body split into its messages (as sent, byte for byte) and everything else.
-struct Sent<'a> {
-    messages: Vec<&'a RawValue>,
-    rest: BTreeMap<String, &'a RawValue>,
-}
-
-fn split(body: &[u8]) -> Sent<'_> {
+/// A request body as parts, for `context_cascade::replay::extends`: every field besides
+/// `messages` (as one part, byte for byte), then each message as sent, byte for byte.
+fn parts(body: &[u8]) -> Vec<Cow<'_, str>> {
     let mut rest: BTreeMap<String, &RawValue> = serde_json::from_slice(body).unwrap();
-    let messages = rest.remove("messages").unwrap();
-    Sent {
-        messages: serde_json::from_str(messages.get()).unwrap(),
-        rest,
-    }
-}
-
-/// Whether `current` extends `previous`: the same bytes for every field besides
-/// `messages`, and the previous messages, byte for byte, at the start of the current ones.
-fn extends(previous: &Sent, current: &Sent) -> bool {
-    let same = |a: &RawValue, b: &RawValue| a.get() == b.get();
-    previous.rest.len() == current.rest.len()
-        && (previous.rest.iter()).all(|(k, v)| current.rest.get(k).is_some_and(|w| same(v, w)))
-        && previous.messages.len() <= current.messages.len()
-        && (previous.messages.iter())
-            .zip(&current.messages)
-            .all(|(a, b)| same(a, b))
+    let messages: Vec<&RawValue> =
+        serde_json::from_str(rest.remove("messages").unwrap().get()).unwrap();
+    let rest = rest.iter().map(|(k, v)| format!("{k:?}:{}", v.get()));
+    let mut parts = vec![Cow::Owned(rest.collect::<Vec<_>>().join(","))];
+    parts.extend(messages.into_iter().map(|m| Cow::Borrowed(m.get())));
+    parts
 }
 
 struct Replay {
@@ -111,23 +99,19 @@ async fn replay(fixture: &str, window: u64, sticky: bool) -> Replay {
     }
     let seen = h.script.seen();
     assert_eq!(seen.len(), points.len(), "one upstream request per call");
-    let sent: Vec<Sent> = seen.iter().map(|s| split(&s.body)).collect();
-    let extended: Vec<bool> = sent
-        .windows(2)
-        .map(|pair| extends(&pair[0], &pair[1]))
-        .collect();
-    let extending = extended.iter().filter(|e| **e).count();
+    let sent: Vec<Vec<Cow<str>>> = seen.iter().map(|s| parts(&s.body)).collect();
+    let stability = PrefixStability::of(&sent);
+    let (extending, share) = (stability.extending, stability.share());
     let unstable_quiet_calls = (1..seen.len())
-        .filter(|&k| !applied[k] && !extended[k - 1])
+        .filter(|&k| !applied[k] && !replay::extends(&sent[k - 1], &sent[k]))
         .map(|k| points[k])
         .collect();
-    let share = extending as f64 / (seen.len() - 1) as f64;
     println!(
         "replay {fixture} at window {window}, sticky prefix {}: {} calls, {compacted} compacted by the cascade, \
          {extending}/{} upstream requests extend the previous one byte for byte = {:.1}%",
         if sticky { "on" } else { "off" },
         seen.len(),
-        seen.len() - 1,
+        stability.compared,
         share * 100.0
     );
     Replay {

@@ -10,7 +10,7 @@ use crate::chart::terminal_width;
 use crate::commands::{CascadeArgs, Loaded};
 use crate::error::CliError;
 use crate::table::{Align, Table, percent, thousands};
-use crate::timeline::{Timeline, call_turns, replay};
+use crate::timeline::{Timeline, call_count, replay};
 
 /// Transcripts with more calls than this get a progress bar (on a terminal).
 const PROGRESS_THRESHOLD: usize = 50;
@@ -36,7 +36,7 @@ pub fn run(args: &ReplayArgs) -> Result<(), CliError> {
         manager,
     } = args.cascade.load(Some(&args.file))?;
 
-    let turns = call_turns(&conversation).len();
+    let turns = call_count(&conversation);
     let progress = (turns > PROGRESS_THRESHOLD && std::io::stderr().is_terminal()).then(|| {
         let bar = ProgressBar::new(turns as u64);
         if let Ok(style) = ProgressStyle::with_template("replaying {bar:40} {pos}/{len} calls") {
@@ -70,7 +70,7 @@ fn render(name: &str, timeline: &Timeline, width: usize) -> String {
     let effective = budget.effective();
     let mut out = format!(
         "{name}: {} calls · window {} · reserve {} · effective {}\n\
-         turn: the assistant message the call produced · in: tokens before prepare (carried \
+         turn: messages of the transcript before the call (the reply's index) · in: tokens before prepare (carried \
          forward + new messages) · sent: after prepare · no cascade: the whole history\n\n",
         timeline.calls.len(),
         thousands(budget.window),
@@ -117,7 +117,6 @@ fn totals(timeline: &Timeline) -> String {
     let over_without = calls.iter().filter(|c| c.uncompacted > effective).count();
     let not_fitting = calls.iter().filter(|c| !c.fits).count();
     let degraded = calls.iter().filter(|c| c.degraded).count();
-    let stable = calls.iter().filter(|c| c.extends_previous).count();
     let mut out = String::from("\nTotals\n");
     out += &format!(
         "calls {} · compacted in {} · peak sent {} ({} of the window)\n",
@@ -149,10 +148,13 @@ fn totals(timeline: &Timeline) -> String {
     out += &format!(
         "calls over the window without the cascade {over_without} · still not fitting {not_fitting} · degraded {degraded}\n"
     );
+    // Every call but the first, as `context_cascade::replay` measures prefix stability.
+    let stability = timeline.stability;
     out += &format!(
-        "calls whose request extends the previous one unchanged (prompt-cache friendly) {stable} of {} ({})\n",
-        calls.len(),
-        percent(stable as u64, calls.len() as u64),
+        "calls whose request extends the previous one unchanged (prompt-cache friendly) {} of {} ({})\n",
+        stability.extending,
+        stability.compared,
+        percent(stability.extending as u64, stability.compared as u64),
     );
     out
 }

@@ -8,9 +8,10 @@ use std::collections::{BTreeMap, HashMap};
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::path::Path;
 
-use context_cascade::config::{Budget, CascadeConfig};
 use context_cascade::estimate::exact::ExactCounter;
-use context_cascade::{ContextManager, Conversation, Message, Role};
+use context_cascade::{
+    Budget, CascadeConfig, ContextManager, Conversation, Format, Message, replay,
+};
 use plotters::prelude::*;
 
 use crate::measured::Measured;
@@ -31,7 +32,8 @@ pub struct Curve {
     pub cumulative_with: u64,
     /// Calls whose request over the window even with the cascade.
     pub over_window_with: usize,
-    /// Share of calls whose request extends the previous request unchanged (prompt cache).
+    /// Share of calls after the first whose request extends the previous request unchanged
+    /// (prompt cache), as `context_cascade::replay` measures it.
     pub prefix_stable: f64,
     /// How often each strategy fired.
     pub strategies: BTreeMap<String, usize>,
@@ -51,7 +53,7 @@ impl ExactCache<'_> {
         let key = hasher.finish();
         let counter = self.counter;
         *self.counts.entry(key).or_insert_with(|| {
-            let mut one = Conversation::new(context_cascade::Format::OpenAi);
+            let mut one = Conversation::new(Format::OpenAi);
             one.messages.push(message.clone());
             counter.count_conversation(&one) as u64
         })
@@ -76,47 +78,32 @@ pub fn replay(
         counter,
         counts: HashMap::new(),
     };
-    let mut conversation = Conversation {
-        messages: Vec::new(),
-        ..m.conversation.clone()
-    };
     let (mut without, mut with) = (Vec::new(), Vec::new());
     let mut overflow_call = None;
     let mut strategies = BTreeMap::new();
-    let mut previous: Option<Vec<Message>> = None;
-    let mut stable = 0usize;
-    for (i, message) in m.conversation.messages.iter().enumerate() {
-        if i > 0 && message.role() == Role::Assistant {
-            let raw = m.cum_exact[i];
-            if overflow_call.is_none() && raw > window {
-                overflow_call = Some(with.len() + 1);
-            }
-            without.push(if overflow_call.is_none() {
-                Some(raw)
-            } else {
-                None
-            });
-            let report = pollster::block_on(manager.prepare(&mut conversation, budget));
-            for step in &report.steps {
-                *strategies
-                    .entry(step.strategy.as_str().to_owned())
-                    .or_insert(0) += 1;
-            }
-            let prior = manager.prior(&conversation);
-            let sent = cache.conversation(&conversation);
-            manager.observe(&model, prior, sent);
-            with.push(sent);
-            if let Some(prev) = &previous {
-                if conversation.messages.len() >= prev.len()
-                    && conversation.messages[..prev.len()] == prev[..]
-                {
-                    stable += 1;
-                }
-            }
-            previous = Some(conversation.messages.clone());
+    let run = replay::replay(&m.conversation, &manager, budget, |call, sent| {
+        let raw = m.cum_exact[call.end];
+        if overflow_call.is_none() && raw > window {
+            overflow_call = Some(call.number);
         }
-        conversation.messages.push(message.clone());
-    }
+        without.push(if overflow_call.is_none() {
+            Some(raw)
+        } else {
+            None
+        });
+        for step in &call.report.steps {
+            *strategies
+                .entry(step.strategy.as_str().to_owned())
+                .or_insert(0) += 1;
+        }
+        // The exact count of the request sent stands for what the provider reports; the
+        // agent calibrates from it before its next call.
+        let prior = manager.prior(sent);
+        let tokens = cache.conversation(sent);
+        manager.observe(&model, prior, tokens);
+        with.push(tokens);
+    });
+    let prefix_stable = pollster::block_on(run).stability.share();
     let short = m.name.split("__").last().unwrap_or(&m.name).to_owned();
     let svg = format!("curve-{short}-{}k.svg", window / 1000);
     let curve = Curve {
@@ -125,7 +112,7 @@ pub fn replay(
         cumulative_without: without.iter().flatten().sum(),
         cumulative_with: with.iter().sum(),
         over_window_with: with.iter().filter(|&&t| t > window).count(),
-        prefix_stable: stable as f64 / with.len().saturating_sub(1).max(1) as f64,
+        prefix_stable,
         without,
         with,
         overflow_call,
@@ -245,13 +232,14 @@ fn plot(curve: &Curve, path: &Path) -> Result<(), Box<dyn std::error::Error>> {
 pub fn markdown(curves: &[Curve]) -> String {
     let mut out = String::from(
         "## 4. Cost curve of a session\n\n\
-         Each fixture over 32K tokens replayed as an agent loop: a call at every assistant \
-         message, sending everything before it. *Without*: the raw history, until the first \
+         Each fixture over 32K tokens replayed as an agent loop (`context_cascade::replay`): a \
+         call at the end of every run of user messages and tool results, sending everything \
+         before it. *Without*: the raw history, until the first \
          call whose request exceeds the window (it would fail with an overflow). *With*: the \
          agent runs `ContextManager::prepare` before every call, carries the prepared history \
          forward and calibrates from each call's count. Tokens: exact o200k_base of the request \
-         sent; reserve 0. *Cache-stable*: share of calls whose request extends the previous \
-         one unchanged (provider prompt caches hit).\n\n",
+         sent; reserve 0. *Cache-stable*: share of the calls after the first whose request \
+         extends the previous one unchanged (provider prompt caches hit).\n\n",
     );
     let rows: Vec<Vec<String>> = curves
         .iter()

@@ -35,7 +35,8 @@ pub fn markdown(a: &Accuracy) -> String {
         "## 3. Estimator accuracy\n\n\
          Yardstick: exact o200k_base counts (tiktoken-rs) of the same texts the estimator counts, \
          plus the same 4 tokens per message. Each fixture is replayed as the requests its agent \
-         sent (`messages[..i]` for every assistant message `i`); calibration observes the \
+         sent (`messages[..i]` for every call point `i` of `context_cascade::replay`); \
+         calibration observes the \
          first 1, 3 or 10 requests (exact count as the provider's \"real\" count, \
          `Calibration::observe`, α 0.3, then frozen) and every variant is measured on the same \
          later requests (after the 10th; at most 20 per fixture, evenly spaced). The \

@@ -4,10 +4,9 @@
 //! would do best, weights refitted by least squares (leave-one-out), and the `preTokens`
 //! Claude Code recorded.
 
-use context_cascade::ContextManager;
 use context_cascade::calibrate::Calibration;
-use context_cascade::config::CascadeConfig;
 use context_cascade::estimate::{ClassCounts, Weights};
+use context_cascade::{CascadeConfig, ContextManager};
 
 use crate::measured::Measured;
 use crate::stats::ErrorStats;

@@ -3,8 +3,7 @@
 
 use context_cascade::estimate::exact::ExactCounter;
 use context_cascade::estimate::{ClassCounts, Weights};
-use context_cascade::format;
-use context_cascade::{Conversation, Role};
+use context_cascade::{Conversation, format, replay};
 use serde_json::Value;
 
 use crate::inputs::{self, Fixture};
@@ -18,8 +17,8 @@ pub struct Measured {
     /// `cum_exact[i]`: exact o200k_base tokens of `messages[..i]` (4 per message included,
     /// the same fixed cost the prior charges).
     pub cum_exact: Vec<u64>,
-    /// The agent's calls: `i` such that `messages[i]` is an assistant message, i.e. the
-    /// request `messages[..i]` was sent to produce it.
+    /// The agent's calls, as `context_cascade::replay::call_points` finds them: for each, the
+    /// `i` such that the request `messages[..i]` was sent.
     pub calls: Vec<usize>,
     /// Claude Code compaction points: (message_index, preTokens reported by the provider).
     pub compactions: Vec<(usize, u64)>,
@@ -35,11 +34,8 @@ impl Measured {
             format::parse_value(body, None).map_err(|e| format!("{}: {e}", fixture.name))?;
         let mut cum_counts = vec![ClassCounts::default()];
         let mut cum_exact = vec![0u64];
-        let mut calls = Vec::new();
+        let calls = replay::call_points(conversation.messages.iter().map(|m| m.role()));
         for (i, message) in conversation.messages.iter().enumerate() {
-            if i > 0 && message.role() == Role::Assistant {
-                calls.push(i);
-            }
             let mut one = Conversation::new(conversation.format);
             one.messages.push(message.clone());
             let exact = counter.count_conversation(&one) as u64;

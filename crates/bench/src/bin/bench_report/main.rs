@@ -2,7 +2,7 @@
 //! and the cost curve of a session (4), measured in one run; writes the inputs the Python
 //! comparison (2) and the memory measurement (5) use.
 //!
-//! `cargo run --release -p context_cascade --example bench_report --features exact -- [--out DIR] [--quick]`
+//! `cargo run --release -p cascade-bench --bin bench_report -- [--out DIR] [--quick]`
 //!
 //! Writes `DIR/rust.json` (every figure), `DIR/rust.md` (the tables, also printed),
 //! `DIR/curve-*.svg` and `DIR/inputs/*.json`. `--quick` runs fewer repetitions.

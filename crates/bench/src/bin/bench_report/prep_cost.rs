@@ -2,10 +2,9 @@
 //! `serde_json::Value` parse + serialize of the same bytes, measured side by side
 //! (interleaved runs, so machine noise hits every variant alike).
 
-use context_cascade::ContextManager;
-use context_cascade::config::{Budget, CascadeConfig};
 use context_cascade::estimate::Estimator;
 use context_cascade::format::{self, WriteOptions};
+use context_cascade::{Budget, CascadeConfig, ContextManager};
 use serde_json::Value;
 
 use crate::inputs::{self, Fixture};
