@@ -14,6 +14,9 @@ use serde_json::Value;
 use crate::conversation::{Conversation, Format};
 use crate::error::{Error, ParseError};
 
+/// The UTF-8 encoding of U+FEFF, which JSON parsers reject as a value's first character.
+const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
+
 /// How to write a conversation.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct WriteOptions {
@@ -24,8 +27,10 @@ pub struct WriteOptions {
 }
 
 /// Reads a request body (or a bare message array) from bytes. `format` forces a format;
-/// `None` auto-detects it.
+/// `None` auto-detects it. A leading UTF-8 byte order mark (editors on Windows save one) is
+/// skipped.
 pub fn parse(bytes: &[u8], format: Option<Format>) -> Result<Conversation, ParseError> {
+    let bytes = bytes.strip_prefix(UTF8_BOM).unwrap_or(bytes);
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Err(ParseError::new(
             "$",
