@@ -3,9 +3,12 @@
 //! [`parse`] auto-detects an OpenAI Chat Completions body, an Anthropic Messages body or a
 //! bare array of OpenAI-style messages; [`to_vec`] writes a conversation back in the format
 //! it came in. A round trip with nothing changed gives semantically equal JSON, in the
-//! original key order (unknown keys included).
+//! original key order (unknown keys included). In Anthropic form the cascade's notices and
+//! summaries are merged into the adjacent user message on writing and split out on reading,
+//! so that turns alternate on the wire while the model keeps them as their own messages.
 
 mod anthropic;
+mod merge;
 mod openai;
 mod ordered;
 
