@@ -127,3 +127,16 @@ fn a_notice_merges_into_the_first_user_message_on_the_wire() {
             .starts_with("[context compacted: ")
     );
 }
+
+#[test]
+fn user_messages_without_markers_are_never_merged() {
+    use context_cascade::{Conversation, Message, Role};
+    let mut c = Conversation::new(Format::Anthropic);
+    c.envelope.insert("messages".into(), Value::Null);
+    let mut pinned = Message::text(Role::User, "remember: eu-west-1");
+    pinned.fields_mut().insert("_pin".into(), json!(true));
+    c.messages.push(pinned);
+    c.messages.push(Message::text(Role::User, "hello"));
+    let out: Value = serde_json::from_slice(&write(&c)).unwrap();
+    assert_eq!(out["messages"][1]["content"], "hello");
+}

@@ -79,7 +79,8 @@ pub(super) fn split_markers(messages: Vec<Message>) -> Vec<Message> {
 
 /// The wire messages of an Anthropic body: ranges of `messages` (system excluded) written
 /// as one message each. A notice the engine wrote joins the user message before it, or
-/// else the one after it; pieces the reader split join the piece before them.
+/// else the one after it; pieces the reader split join the piece before them. Other
+/// consecutive user messages stay as they are: a request is not ours to restructure.
 pub(super) fn wire_groups(messages: &[&Message], strip_pins: bool) -> Vec<Range<usize>> {
     let is_user = |m: &Message| m.role() != Role::Assistant;
     let mut groups = Vec::new();
@@ -87,6 +88,8 @@ pub(super) fn wire_groups(messages: &[&Message], strip_pins: bool) -> Vec<Range<
     while start < messages.len() {
         let mut end = start + 1;
         let mut anchored = !messages[start].fields().is_empty();
+        let has_marker = |m: &Message| m.blocks().iter().any(is_marker_block);
+        let mut marked = has_marker(messages[start]);
         while end < messages.len() && is_user(messages[start]) && is_user(messages[end]) {
             let (previous, next) = (messages[end - 1], messages[end]);
             let joins = if is_fresh_notice(next) {
@@ -96,12 +99,15 @@ pub(super) fn wire_groups(messages: &[&Message], strip_pins: bool) -> Vec<Range<
                 // its own would lose them, so it keeps its turn.
                 !(anchored && has_own_keys(next, strip_pins))
             } else {
-                next.fields().is_empty()
+                // A piece the reader split off: no keys, and a marker on its side of the
+                // split (two messages without keys and without markers stay two turns).
+                next.fields().is_empty() && (marked || has_marker(next))
             };
             if !joins {
                 break;
             }
             anchored |= !next.fields().is_empty();
+            marked |= has_marker(next);
             end += 1;
         }
         groups.push(start..end);
