@@ -9,7 +9,11 @@
 //!
 //! Bodies arrive as JSON, JSON escaped inside JSON, Python reprs, SDK error strings and
 //! terminal-wrapped log lines, so matching runs on a normalised copy (unescaped,
-//! lower-cased, whitespace collapsed) with regexes compiled once.
+//! lower-cased, whitespace collapsed) with regexes compiled once. Besides the providers'
+//! own codes and phrases, families of wording catch what no vector lists: a subject
+//! (context, prompt, input, messages), a verb (exceeds, is over, too long) and a context or
+//! token limit within one sentence, or a size and a limit stated in other words ("the
+//! input is N tokens, but this model supports up to M"), with their numbers.
 
 use regex::{Captures, Regex};
 use std::sync::LazyLock;
