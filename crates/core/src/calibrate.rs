@@ -13,6 +13,9 @@
 //! observation, in which the starting scale counts as an observation of that many tokens.
 //! On the fixtures (BENCHMARKS.md, section 3) that brings the error after 3 observations
 //! from a median of 5.2% to 2.8% and leaves the rolling case as good (0.1%).
+//!
+//! Under both rules one odd answer cannot poison the scale: once calibrated, an observation
+//! outside [0.5, 2]× of the scale waits for the next one to confirm it (SPEC.md).
 
 use std::collections::BTreeMap;
 
@@ -35,6 +38,28 @@ pub struct Calibration {
     /// restored without it weighs as the starting scale does.
     #[serde(default)]
     weights: BTreeMap<String, f64>,
+    /// An observation far from a model's scale, waiting for the next one to confirm it.
+    /// Absent from forms written before it existed; not persisted by the proxy (a restart
+    /// forgets an unconfirmed outlier, which is the safe side).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    held: BTreeMap<String, Held>,
+}
+
+/// A held-back observation: the prior it was made on and its clamped ratio.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+struct Held {
+    prior: f64,
+    obs: f64,
+}
+
+/// How far an observation may lie from the scale (either way) and still count at once
+/// (SPEC: [0.5, 2]×).
+const OUTLIER_FACTOR: f64 = 2.0;
+
+/// Whether `obs` lies within [1/OUTLIER_FACTOR, OUTLIER_FACTOR]× of `reference`.
+fn near(obs: f64, reference: f64) -> bool {
+    let ratio = obs / reference;
+    (1.0 / OUTLIER_FACTOR..=OUTLIER_FACTOR).contains(&ratio)
 }
 
 impl Calibration {
@@ -45,6 +70,11 @@ impl Calibration {
     /// Folds in one observation: the provider counted `real` tokens where the prior said
     /// `prior`. `starting_scale` is the model's catalog scale (1 when `None`), which the
     /// size-weighted rule starts from. Returns the new scale.
+    ///
+    /// Once a model is calibrated, an observation outside [0.5, 2]× of its scale is held
+    /// back: it counts only when the next observation confirms it (lies within [0.5, 2]× of
+    /// the held one), and then both count, in order. One absurd usage report would otherwise
+    /// drive the scale to its clamp, and the proxy persists it.
     pub fn observe(
         &mut self,
         model: &str,
@@ -53,11 +83,41 @@ impl Calibration {
         starting_scale: Option<f64>,
         config: &CascadeConfig,
     ) -> f64 {
+        let calibrated = self
+            .get(model)
+            .filter(|s| s.observations > 0)
+            .map(|s| s.scale);
         if prior <= 0.0 || real == 0 {
-            return self.get(model).map_or(1.0, |s| s.scale);
+            return calibrated.unwrap_or(1.0);
         }
         let (lo, hi) = config.ema_clamp;
         let obs = (real as f64 / prior).clamp(lo, hi);
+        let held = self.held.remove(model);
+        if let Some(held) = held.filter(|h| near(obs, h.obs)) {
+            self.fold(model, held.prior, held.obs, starting_scale, config);
+        } else if let Some(scale) = calibrated.filter(|scale| !near(obs, *scale)) {
+            tracing::debug!(
+                model,
+                prior,
+                real,
+                scale,
+                "token count far from the calibrated scale: held until confirmed"
+            );
+            self.held.insert(model.to_owned(), Held { prior, obs });
+            return scale;
+        }
+        self.fold(model, prior, obs, starting_scale, config)
+    }
+
+    /// Applies one (clamped) observation to the model's scale, by the configured rule.
+    fn fold(
+        &mut self,
+        model: &str,
+        prior: f64,
+        obs: f64,
+        starting_scale: Option<f64>,
+        config: &CascadeConfig,
+    ) -> f64 {
         let pseudo_tokens = config.calibration_prior_tokens;
         let entry = self.models.entry(model.to_owned()).or_insert(Scale {
             scale: if pseudo_tokens > 0.0 {
@@ -84,7 +144,7 @@ impl Calibration {
         tracing::debug!(
             model,
             prior,
-            real,
+            ratio = obs,
             scale = entry.scale,
             "calibrated token estimate"
         );
@@ -100,6 +160,7 @@ impl Calibration {
     pub fn set(&mut self, model: &str, scale: Scale) {
         self.models.insert(model.to_owned(), scale);
         self.weights.remove(model);
+        self.held.remove(model);
     }
 
     /// Every model's scale.
@@ -203,6 +264,89 @@ mod tests {
         // (0.7·10,000·1.5 + 10,000) / (0.7·10,000 + 10,000)
         assert!((scale - 20_500.0 / 17_000.0).abs() < 1e-12);
         assert_eq!(c.get("m").map(|s| s.observations), Some(10));
+    }
+
+    /// Both rules: the EMA (SPEC's default) and the size-weighted one.
+    fn both_rules() -> [CascadeConfig; 2] {
+        [CascadeConfig::default(), weighted()]
+    }
+
+    #[test]
+    fn one_outlier_is_ignored() {
+        for config in both_rules() {
+            let mut c = Calibration::new();
+            c.observe("m", 10_000.0, 12_000, None, &config);
+            let calibrated = c.get("m").unwrap();
+            // One absurd usage report (×40, clamped to 4): held back, the scale stays.
+            let held = c.observe("m", 10_000.0, 400_000, None, &config);
+            assert_eq!(held, calibrated.scale);
+            assert_eq!(c.get("m"), Some(calibrated));
+            // The next observation does not confirm it: it counts, the outlier never does.
+            let next = c.observe("m", 10_000.0, 12_000, None, &config);
+            let mut without = Calibration::new();
+            without.observe("m", 10_000.0, 12_000, None, &config);
+            let expected = without.observe("m", 10_000.0, 12_000, None, &config);
+            assert_eq!(next, expected);
+            assert_eq!(c.get("m").unwrap().observations, 2);
+            // Far below counts as far too.
+            assert_eq!(c.observe("m", 10_000.0, 3_000, None, &config), expected);
+        }
+    }
+
+    #[test]
+    fn two_consistent_outliers_move_the_scale() {
+        for config in both_rules() {
+            let mut c = Calibration::new();
+            c.observe("m", 10_000.0, 10_000, None, &config);
+            assert_eq!(c.observe("m", 10_000.0, 30_000, None, &config), 1.0);
+            // Confirmed (within [0.5, 2]× of the held one): both count, in order. EMA:
+            // 0.3·3 + 0.7·1 = 1.6, then 0.3·2.8 + 0.7·1.6 = 1.96. Size-weighted (10,000
+            // pseudo-tokens at 1, then 1.0 over 10,000): Σ real 57,330 / Σ prior 25,330.
+            let moved = c.observe("m", 10_000.0, 28_000, None, &config);
+            let expected = if config.calibration_prior_tokens > 0.0 {
+                57_330.0 / 25_330.0
+            } else {
+                1.96
+            };
+            assert!((moved - expected).abs() < 1e-9, "{moved} vs {expected}");
+            assert!(moved > 1.5, "{moved}");
+            assert_eq!(c.get("m").unwrap().observations, 3);
+        }
+    }
+
+    #[test]
+    fn an_outlier_replaced_by_another_is_not_confirmed() {
+        for config in both_rules() {
+            let mut c = Calibration::new();
+            c.observe("m", 10_000.0, 10_000, None, &config);
+            c.observe("m", 10_000.0, 40_000, None, &config);
+            // Far the other way: not a confirmation, and itself held back.
+            assert_eq!(c.observe("m", 10_000.0, 2_500, None, &config), 1.0);
+            assert_eq!(c.observe("m", 10_000.0, 10_000, None, &config), 1.0);
+            assert_eq!(c.get("m").unwrap().observations, 2);
+        }
+    }
+
+    #[test]
+    fn the_first_observation_is_never_held_back() {
+        for config in both_rules() {
+            let mut c = Calibration::new();
+            let first = c.observe("m", 1_000.0, 3_000, Some(1.0), &config);
+            assert!(first > 1.0, "{first}");
+            assert_eq!(c.get("m").unwrap().observations, 1);
+        }
+    }
+
+    #[test]
+    fn the_serialized_form_reads_old_and_new() {
+        let old = r#"{"models":{"m":{"scale":1.5,"observations":3}}}"#;
+        let c: Calibration = serde_json::from_str(old).unwrap();
+        assert_eq!(c.get("m").map(|s| s.scale), Some(1.5));
+        let mut held = c.clone();
+        held.observe("m", 1_000.0, 4_000, None, &CascadeConfig::default());
+        let text = serde_json::to_string(&held).unwrap();
+        let back: Calibration = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, held);
     }
 
     #[test]

@@ -9,7 +9,11 @@
 //!
 //! Bodies arrive as JSON, JSON escaped inside JSON, Python reprs, SDK error strings and
 //! terminal-wrapped log lines, so matching runs on a normalised copy (unescaped,
-//! lower-cased, whitespace collapsed) with regexes compiled once.
+//! lower-cased, whitespace collapsed) with regexes compiled once. Besides the providers'
+//! own codes and phrases, families of wording catch what no vector lists: a subject
+//! (context, prompt, input, messages), a verb (exceeds, is over, too long) and a context or
+//! token limit within one sentence, or a size and a limit stated in other words ("the
+//! input is N tokens, but this model supports up to M"), with their numbers.
 
 use regex::{Captures, Regex};
 use std::sync::LazyLock;
@@ -97,11 +101,23 @@ const RULE_SOURCES: &[(bool, Option<&str>, &str)] = &[
     // Generic wordings shared by many OpenAI-compatible servers.
     (SIGNAL, None, r"maximum context length"),
     (SIGNAL, None, r"exceed(?:s|ed)? (?:the |its )?(?:model'?s? )?(?:maximum |max |available )?context (?:length|window|size|limit)"),
-    (SIGNAL, None, r"context (?:length|window) (?:is |was |has been )?exceeded"),
+    (SIGNAL, None, r"context (?:length|window|size|limit) (?:is |was |has been )?exceeded"),
     (SIGNAL, None, r"longer than (?:the )?(?:model'?s? )?(?:maximum )?context (?:length|window)"),
     (SIGNAL, None, r"exceeds the maximum allowed input length"),
     (SIGNAL, None, r"prompt (?:is )?too long"),
     (SIGNAL, None, r"reduce the length of the messages"),
+    // Families of wording rather than literals. Subject, verb, limit within one sentence:
+    // "the prompt (N tokens) is over the context window", "input exceeds the max input
+    // tokens limit", "messages are too long for the model's context window". The limit
+    // must be about context or tokens, so "the input image exceeds the maximum size" and
+    // "the request was over the limit of 50 requests" stay out.
+    (SIGNAL, None, r"\b(?:context|prompt|input|messages?|conversation|request)\b[^.;!?]{0,80}?\b(?:too long|too large|exceeds?|exceeded|exceeding|over|greater than|longer than|larger than|more than|above)\b[^.;!?]{0,60}?(?:\bcontext\b|\bwindow\b|\btokens? limit|\b(?:input|prompt) limit|\bmax(?:imum)? (?:input|prompt|context|model|sequence)\b|\bmax(?:imum)? length|\b(?:limit|maximum|max)\b[^.;!?]{0,20}?\bNUM -?tokens?\b)"),
+    // A limit stated in other words, after the size: "the input is N tokens, but this
+    // model supports up to M", "the conversation uses N tokens and the limit is M".
+    (SIGNAL, None, r"\b(?:context|prompt|input|messages?|conversation)\b[^.;!?]{0,60}?\bNUM tokens?\b[^.!?]{0,80}?\b(?:supports?|accepts?|allows?|handles?|limit is|limit of|max(?:imum)? is|context (?:length|window|size) is)\b[^.;!?]{0,20}?NUM"),
+    // ...or before it: "the context length is M tokens; your prompt has N tokens".
+    (SIGNAL, None, r"\b(?:context (?:length|window|size)|max(?:imum)? context|supports?|accepts?)\b[^.!?]{0,40}?\bNUM tokens?\b[^.!?]{0,40}?\b(?:prompt|input|messages?|conversation|request)\b[^.!?]{0,20}?\b(?:has|contains|is|uses|resulted in)\b[^.!?]{0,15}?\bNUM tokens"),
+    (SIGNAL, None, r"too many (?:input|prompt) tokens|too many tokens in (?:the )?(?:prompt|input|messages|conversation|context)"),
     // Number extraction only (llama.cpp JSON fields, OpenAI-style breakdowns).
     (NUMBERS_ONLY, None, r#"n_prompt_tokens['"]?: OBS"#),
     (NUMBERS_ONLY, None, r#"n_ctx['"]?: LIM"#),
@@ -113,6 +129,20 @@ const RULE_SOURCES: &[(bool, Option<&str>, &str)] = &[
     (NUMBERS_ONLY, None, r"FUN in the functions"),
     (NUMBERS_ONLY, None, r"OUT (?:in|for) the (?:completion|output)"),
     (NUMBERS_ONLY, None, r"requested OUT output tokens"),
+    // Numbers in the wording families, after every provider's own: "N > M" first (its
+    // right side is the limit even after the word "context"), then the limit, then the size.
+    (NUMBERS_ONLY, None, r"\bOBS (?:tokens )?> LIM\b"),
+    (NUMBERS_ONLY, None, r"\bmax(?:imum)? context (?:length|window|size)[^.;!?\d]{0,20}?\(LIM tokens"),
+    (NUMBERS_ONLY, None, r"\bmax(?:imum)? (?:allowed )?(?:input|prompt|model|sequence) (?:length|size|tokens?)(?: limit)?(?: is| of|:)? \(?LIM\b"),
+    (NUMBERS_ONLY, None, r"(?:\bcontext(?: length| window| size| limit)?|\bwindow|\b(?:tokens?|input|prompt) limit)(?: is| of|:)?(?: only)? \(?LIM\b"),
+    (NUMBERS_ONLY, None, r"\b(?:limit|maximum|max)(?: is| of|:)? \(?LIM -?tokens?\b"),
+    (NUMBERS_ONLY, None, r"\b(?:supports?|accepts?|allows?|handles?) (?:up to |at most |a maximum of |only )?LIM\b"),
+    (NUMBERS_ONLY, None, r"\bLIM -?tokens? (?:limit|context)"),
+    (NUMBERS_ONLY, None, r"\bLIM (?:tokens )?allowed"),
+    (NUMBERS_ONLY, None, r"\(max(?:imum)?:? LIM\)"),
+    (NUMBERS_ONLY, None, r"\b(?:prompt|input|messages|conversation)(?: \(?(?:length|size|tokens?|token count))?(?: is| has| contains| was| uses| too long)?:? (?:about |at least )?\(?OBS\b"),
+    (NUMBERS_ONLY, None, r"\b(?:prompt|input) of OBS tokens"),
+    (NUMBERS_ONLY, None, r"\bOBS tokens? (?:requested|given|provided|submitted|long|exceeds?|is over|is greater than|is more than)\b"),
 ];
 
 /// Look-alikes that must never count as overflows, whatever else the body says: waiting,
@@ -148,9 +178,11 @@ const VETO_SOURCES: &[&str] = &[
 
 const NUMBER: &str = r"\d{1,3}(?:,\d{3})+|\d+";
 
-/// Expands the placeholders of a table pattern. A pattern that fails to compile is
-/// dropped rather than panicking; the unit tests check that none is.
-fn compile(pattern: &str) -> Option<Regex> {
+/// Expands the placeholders of a table pattern and compiles it. The table is part of the
+/// program: a pattern that does not compile is a bug, which the unit tests catch at once
+/// (every table is compiled there), not a rule to drop silently.
+#[allow(clippy::expect_used)]
+fn compile(pattern: &str) -> Regex {
     let expanded = pattern
         .replace(' ', " ?")
         .replace("OBS", &format!("(?P<obs>{NUMBER})"))
@@ -158,27 +190,28 @@ fn compile(pattern: &str) -> Option<Regex> {
         .replace("OUT", &format!("(?P<out>{NUMBER})"))
         .replace("FUN", &format!("(?P<fun>{NUMBER})"))
         .replace("NUM", &format!("(?:{NUMBER})"));
-    Regex::new(&expanded).ok()
+    Regex::new(&expanded).expect("overflow patterns are valid regexes")
 }
 
 static RULES: LazyLock<Vec<Rule>> = LazyLock::new(|| {
     RULE_SOURCES
         .iter()
-        .filter_map(|&(signal, provider, source)| {
-            compile(source).map(|re| Rule {
-                signal,
-                provider,
-                re,
-            })
+        .map(|&(signal, provider, source)| Rule {
+            signal,
+            provider,
+            re: compile(source),
         })
         .collect()
 });
 
 static VETOES: LazyLock<Vec<Regex>> =
-    LazyLock::new(|| VETO_SOURCES.iter().filter_map(|s| compile(s)).collect());
+    LazyLock::new(|| VETO_SOURCES.iter().map(|s| compile(s)).collect());
 
-static ESCAPED_WHITESPACE: LazyLock<Option<Regex>> = LazyLock::new(|| Regex::new(r"\\+[nrt]").ok());
-static WHITESPACE: LazyLock<Option<Regex>> = LazyLock::new(|| Regex::new(r"\s+").ok());
+#[allow(clippy::expect_used)]
+static ESCAPED_WHITESPACE: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"\\+[nrt]").expect("a valid regex"));
+#[allow(clippy::expect_used)]
+static WHITESPACE: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"\s+").expect("a valid regex"));
 
 /// Substrings that name the provider more reliably than the wording (wrappers such as
 /// Bedrock or a proxy relay another family's message), checked in order.
@@ -195,13 +228,9 @@ const PROVIDER_HINTS: &[(&str, &str)] = &[
 /// Python reprs (`\'`), markdown backticks, terminal line wraps, mixed case.
 fn normalize(body: &str) -> String {
     let mut text = body.to_lowercase().replace(['\u{2019}', '\u{2018}'], "'");
-    if let Some(re) = ESCAPED_WHITESPACE.as_ref() {
-        text = re.replace_all(&text, " ").into_owned();
-    }
+    text = ESCAPED_WHITESPACE.replace_all(&text, " ").into_owned();
     text.retain(|c| c != '\\' && c != '`');
-    if let Some(re) = WHITESPACE.as_ref() {
-        text = re.replace_all(&text, " ").into_owned();
-    }
+    text = WHITESPACE.replace_all(&text, " ").into_owned();
     text.trim().to_owned()
 }
 
@@ -299,7 +328,7 @@ mod tests {
     fn every_pattern_compiles() {
         assert_eq!(RULES.len(), RULE_SOURCES.len());
         assert_eq!(VETOES.len(), VETO_SOURCES.len());
-        assert!(ESCAPED_WHITESPACE.is_some() && WHITESPACE.is_some());
+        assert_eq!(normalize("A\\n  b\tC"), "a b c");
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! Anthropic Messages bodies: reading into the neutral model.
 //!
 //! The top-level `system` becomes a leading system message; tool results are blocks of user
-//! messages, as on the wire.
+//! messages, as on the wire. A user message that carries the cascade's own notices is split
+//! into them and the rest (see `merge`).
 
 use serde_json::{Map, Value};
 
@@ -33,7 +34,7 @@ pub(super) fn read(mut body: Map<String, Value>) -> Result<Conversation, ParseEr
     }
     Ok(Conversation {
         format: Format::Anthropic,
-        messages,
+        messages: super::merge::split_markers(messages),
         envelope: body,
     })
 }

@@ -3,9 +3,12 @@
 //! [`parse`] auto-detects an OpenAI Chat Completions body, an Anthropic Messages body or a
 //! bare array of OpenAI-style messages; [`to_vec`] writes a conversation back in the format
 //! it came in. A round trip with nothing changed gives semantically equal JSON, in the
-//! original key order (unknown keys included).
+//! original key order (unknown keys included). In Anthropic form the cascade's notices and
+//! summaries are merged into the adjacent user message on writing and split out on reading,
+//! so that turns alternate on the wire while the model keeps them as their own messages.
 
 mod anthropic;
+mod merge;
 mod openai;
 mod ordered;
 
@@ -13,6 +16,9 @@ use serde_json::Value;
 
 use crate::conversation::{Conversation, Format};
 use crate::error::{Error, ParseError};
+
+/// The UTF-8 encoding of U+FEFF, which JSON parsers reject as a value's first character.
+const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
 
 /// How to write a conversation.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -24,8 +30,10 @@ pub struct WriteOptions {
 }
 
 /// Reads a request body (or a bare message array) from bytes. `format` forces a format;
-/// `None` auto-detects it.
+/// `None` auto-detects it. A leading UTF-8 byte order mark (editors on Windows save one) is
+/// skipped.
 pub fn parse(bytes: &[u8], format: Option<Format>) -> Result<Conversation, ParseError> {
+    let bytes = bytes.strip_prefix(UTF8_BOM).unwrap_or(bytes);
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Err(ParseError::new(
             "$",

@@ -65,11 +65,15 @@ impl Serialize for View<'_> {
                 let mut map = serializer.serialize_map(None)?;
                 let system: Vec<&Message> =
                     c.messages.iter().filter(|m| m.role().is_system()).collect();
-                let messages = Seq(c
+                let turns: Vec<&Message> = c
                     .messages
                     .iter()
                     .filter(|m| !m.role().is_system())
-                    .map(|m| AnthropicMessage(m, opts)));
+                    .collect();
+                let groups = super::merge::wire_groups(&turns, opts.strip_pins);
+                let messages = Seq(groups
+                    .iter()
+                    .map(|range| AnthropicTurn(&turns[range.clone()], opts)));
                 write_fields(
                     &mut map,
                     &c.envelope,
@@ -316,6 +320,42 @@ impl Serialize for AnthropicMessage<'_> {
                         Shape::Parts
                     };
                     write_content(map, m.blocks(), shape, Dialect::Anthropic)
+                }
+            },
+        )?;
+        map.end()
+    }
+}
+
+/// One Anthropic wire message: a message, or user messages merged into one turn (the
+/// cascade's notices with the message next to them). The first of them with wire keys
+/// gives the keys; the content is every block in order.
+struct AnthropicTurn<'a>(&'a [&'a Message], WriteOptions);
+
+impl Serialize for AnthropicTurn<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let messages = self.0;
+        if let [only] = messages {
+            return AnthropicMessage(only, self.1).serialize(serializer);
+        }
+        let blocks = messages.iter().flat_map(|m| m.blocks().iter());
+        let empty = Map::new();
+        let fields = messages
+            .iter()
+            .map(|m| m.fields())
+            .find(|f| !f.is_empty())
+            .unwrap_or(&empty);
+        let mut map = serializer.serialize_map(None)?;
+        write_fields(
+            &mut map,
+            fields,
+            &["role", "content"],
+            self.1.strip_pins,
+            |k, map| {
+                if k == "role" {
+                    map.serialize_entry("role", "user")
+                } else {
+                    write_content(map, blocks.clone(), Shape::Parts, Dialect::Anthropic)
                 }
             },
         )?;

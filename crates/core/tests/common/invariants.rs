@@ -2,7 +2,7 @@
 //! and the property tests. Each check returns a description of the first violation.
 
 use context_cascade::format::{self, WriteOptions};
-use context_cascade::markers::{COMPACTED, RESULT_REMOVED, TRUNCATED};
+use context_cascade::markers::{COMPACTED, RESULT_REMOVED, TRUNCATED, is_cascade_notice};
 use context_cascade::middle;
 use context_cascade::{Block, Budget, ContextManager, Conversation, Format, Message, Report, Role};
 
@@ -20,6 +20,22 @@ pub fn check(run: &Run<'_>) -> Result<(), String> {
     kept_unchanged(run).map_err(|e| format!("invariant 1: {e}"))?;
     tool_pairs(run.output).map_err(|e| format!("invariant 2: {e}"))?;
     role_order(run.output).map_err(|e| format!("invariant 3: {e}"))?;
+    if run.output.format == Format::Anthropic {
+        // What goes upstream must alternate: pins are stripped there.
+        let upstream = WriteOptions {
+            strip_pins: true,
+            pretty: false,
+        };
+        let write = |c: &Conversation| format::to_vec(c, upstream);
+        let (input, output) = (write(run.original), write(run.output));
+        wire_alternates(
+            &input.map_err(|e| e.to_string())?,
+            &output.map_err(|e| e.to_string())?,
+            // A pinned message inside a removed range can leave two user turns meeting
+            // with the notice elsewhere: the strategies' placement, not the writer's.
+            Scope::Notices,
+        )?;
+    }
     markers_exact(run.output).map_err(|e| format!("invariant 4: {e}"))?;
     fits_when_it_can(run).map_err(|e| format!("invariant 5: {e}"))?;
     accounted(run).map_err(|e| format!("invariant 7: {e}"))?;
@@ -191,6 +207,85 @@ pub fn role_order(conversation: &Conversation) -> Result<(), String> {
     Ok(())
 }
 
+/// Which same-role meetings [`wire_alternates`] checks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// Meetings where a cascade notice or summary is at the edge of a wire message.
+    Notices,
+    /// Every meeting.
+    All,
+}
+
+/// Invariant 3 on the wire, Anthropic form: the output alternates user and assistant
+/// wherever the input did. Two consecutive messages of one role are allowed only where the
+/// input had the messages that meet there next to each other (a request is not ours to
+/// fix). A message is known by its role, its blocks' types and ids and its text blocks,
+/// which is what survives ① and ② (they only shorten tool results); where notices were
+/// merged into a wire message, the messages that meet are its last and first pieces
+/// between them. `Scope::Notices` checks only meetings at a notice or summary (what the
+/// writer guarantees: it merges them); `Scope::All` checks every meeting.
+pub fn wire_alternates(input: &[u8], output: &[u8], scope: Scope) -> Result<(), String> {
+    use serde_json::{Value, json};
+    let messages = |bytes: &[u8]| -> Result<Vec<Value>, String> {
+        let body: Value = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+        Ok(body["messages"].as_array().cloned().unwrap_or_default())
+    };
+    // The pieces of a message between the cascade's notices, each as a message key.
+    let pieces = |m: &Value| -> Vec<Value> {
+        let blocks = match &m["content"] {
+            Value::Array(blocks) => blocks.clone(),
+            other => vec![json!({"type": "text", "text": other})],
+        };
+        let mut out: Vec<Vec<Value>> = vec![Vec::new()];
+        for b in &blocks {
+            if b["text"].as_str().is_some_and(is_cascade_notice) {
+                out.push(Vec::new());
+            } else if let Some(last) = out.last_mut() {
+                last.push(json!([b["type"], b["id"], b["tool_use_id"], b["text"]]));
+            }
+        }
+        let mut keys: Vec<Value> = out
+            .into_iter()
+            .filter(|p| !p.is_empty())
+            .map(|p| json!([m["role"], p]))
+            .collect();
+        if keys.is_empty() {
+            keys.push(json!([m["role"], []]));
+        }
+        keys
+    };
+    let (before, after) = (messages(input)?, messages(output)?);
+    let before: Vec<Value> = before.iter().flat_map(pieces).collect();
+    for (i, pair) in after.windows(2).enumerate() {
+        if pair[0]["role"] != pair[1]["role"] {
+            continue;
+        }
+        // A notice at the edge where two turns of one role meet: the writer did not merge it.
+        let marker = |b: Option<&Value>| {
+            b.and_then(|b| b["text"].as_str().or(b.as_str()))
+                .is_some_and(is_cascade_notice)
+        };
+        let edge = |m: &Value, last: bool| match &m["content"] {
+            Value::Array(blocks) => marker(if last { blocks.last() } else { blocks.first() }),
+            other => marker(Some(other)),
+        };
+        if scope == Scope::Notices && !edge(&pair[0], true) && !edge(&pair[1], false) {
+            continue;
+        }
+        let (left, right) = (pieces(&pair[0]), pieces(&pair[1]));
+        let meet = [left[left.len() - 1].clone(), right[0].clone()];
+        if !before.windows(2).any(|p| p == meet) {
+            let preview: String = pair[1].to_string().chars().take(160).collect();
+            return Err(format!(
+                "invariant 3: messages {i} and {} are both {} on the wire: {preview}",
+                i + 1,
+                pair[0]["role"]
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Invariant 4: every marker exactly as specified (Rust strings are always whole UTF-8).
 pub fn markers_exact(conversation: &Conversation) -> Result<(), String> {
     let notice = regex::Regex::new(
@@ -308,6 +403,17 @@ pub fn idempotent(
     if a != b {
         return Err(format!(
             "invariant 6: a second compaction changed the output ({})",
+            report.summary_line()
+        ));
+    }
+    // Through the wire too: Anthropic merges notices into user messages when writing and
+    // splits them out when reading, and the engine must find them again.
+    let mut reread = format::parse(&a, Some(output.format)).map_err(|e| e.to_string())?;
+    let report = pollster::block_on(manager.compact_with_summary(&mut reread, budget));
+    let c = format::to_vec(&reread, WriteOptions::default()).map_err(|e| e.to_string())?;
+    if a != c {
+        return Err(format!(
+            "invariant 6: compacting the written output again changed it ({})",
             report.summary_line()
         ));
     }
