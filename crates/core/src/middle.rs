@@ -16,9 +16,27 @@ use crate::markers::{self, SUMMARY_PREFIX};
 pub struct KeepRules {
     /// Recent messages kept before the current one (SPEC: N = min(6, ⌊total/3⌋)).
     pub recent: usize,
-    /// Keep earlier `[context summary]` messages (③ and ⑤ level 3); ④ takes them as the
-    /// previous summary instead.
-    pub keep_summaries: bool,
+    /// What becomes of earlier `[context summary]` messages in the middle.
+    pub summaries: Summaries,
+}
+
+impl KeepRules {
+    /// `recent` messages, earlier summaries kept (③ and ⑤ level 3).
+    pub fn keeping(recent: usize) -> Self {
+        KeepRules {
+            recent,
+            summaries: Summaries::Keep,
+        }
+    }
+}
+
+/// What a strategy does with an earlier `[context summary]` in the range it replaces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Summaries {
+    /// Kept where it stands (③ and ⑤ level 3: all that is left of what came before).
+    Keep,
+    /// Handed to the summarizer as the previous summary to update (④).
+    Update,
 }
 
 /// How one message stands in the split.
@@ -252,7 +270,7 @@ pub fn split(
             removed_before += count;
             Fate::FoldNotice
         } else if is_summary(message) {
-            if rules.keep_summaries {
+            if rules.summaries == Summaries::Keep {
                 continue;
             }
             Fate::PreviousSummary
@@ -321,15 +339,7 @@ mod tests {
         let c = conversation();
         let starts = exchange_starts(&c);
         let protected = irreducible(&c, &starts);
-        let s = split(
-            &c,
-            &starts,
-            &protected,
-            KeepRules {
-                recent: 1,
-                keep_summaries: true,
-            },
-        );
+        let s = split(&c, &starts, &protected, KeepRules::keeping(1));
         assert_eq!(s.removed, 3);
         assert_eq!(s.removed_before, 4);
         assert_eq!(s.insert_at, 2);

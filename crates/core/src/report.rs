@@ -33,8 +33,12 @@ impl Strategy {
 /// One strategy applied once.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Step {
+    /// The strategy applied.
     pub strategy: Strategy,
-    /// ⑤'s level (1–3), or the recovery attempt that ran ③/④ (1–4); `None` in Layer 1.
+    /// The recovery attempt (1–4) that ran the step; `None` in Layer 1.
+    pub attempt: Option<u8>,
+    /// ⑤'s level (1 partial summary, 2 summary of the small messages, 3 bare notice);
+    /// `None` for the other strategies.
     pub level: Option<u8>,
     /// Messages whose content changed or that were removed.
     pub messages_affected: usize,

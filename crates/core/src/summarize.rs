@@ -17,10 +17,10 @@ use std::task::Poll;
 
 use crate::conversation::{Conversation, Message};
 use crate::estimate::{ClassCounts, Weights};
-use crate::middle::{self, Fate, KeepRules, Split};
+use crate::middle::{self, Fate, KeepRules, Split, Summaries};
 use crate::prune::replace_middle;
 use crate::report::{Step, Strategy};
-use crate::step::{StepContext, chars_in};
+use crate::step::{Stamp, StepContext, chars_in};
 use crate::summarizer::{BoxFuture, Summarizer, SummaryError, SummaryRequest, validate};
 
 /// Below this many tokens of room, a summary cannot say anything useful: the tail shrinks.
@@ -51,12 +51,12 @@ pub struct Failure {
 /// large), the target is relaxed to the preemptive threshold, then to the whole budget E:
 /// a summary over the target beats none within E. (Landing under the preemptive threshold
 /// keeps a second compaction from firing again: compacting is idempotent.) `None` when there is nothing new to replace.
-pub fn plan(
+pub(crate) fn plan(
     conversation: &Conversation,
     cx: &StepContext<'_>,
     max_recent: usize,
     target: u64,
-    keep_summaries: bool,
+    summaries: Summaries,
 ) -> Option<Plan> {
     let starts = middle::exchange_starts(conversation);
     let protected = middle::irreducible(conversation, &starts);
@@ -72,10 +72,7 @@ pub fn plan(
     let relaxed = cx.budget.share(cx.config.preemptive_ratio).max(target);
     for target in [target, relaxed, cx.budget.effective().max(target)] {
         for recent in (0..=max_recent).rev() {
-            let rules = KeepRules {
-                recent,
-                keep_summaries,
-            };
+            let rules = KeepRules { recent, summaries };
             let split = middle::split(conversation, &starts, &protected, rules);
             if !split.is_effective() {
                 continue;
@@ -109,12 +106,11 @@ fn prior(cx: &StepContext<'_>, counts: &ClassCounts) -> f64 {
 }
 
 /// Applies ④ along `plan`. On failure the conversation is unchanged.
-pub async fn summarize_history(
+pub(crate) async fn summarize_history(
     conversation: &mut Conversation,
     cx: &StepContext<'_>,
     summarizer: &dyn Summarizer,
     plan: &Plan,
-    level: Option<u8>,
 ) -> Result<Step, Failure> {
     let messages: Vec<Message> = plan
         .split
@@ -124,13 +120,13 @@ pub async fn summarize_history(
     let previous = plan.split.previous_summary(conversation);
     let boundaries = chunk_boundaries(conversation, &plan.split);
     let body = summarize_messages(cx, summarizer, messages, &boundaries, previous, plan).await?;
+    let stamp = Stamp::of(Strategy::Summarize, plan.target);
     Ok(write_summary(
         conversation,
         cx,
         plan,
         &body,
-        Strategy::Summarize,
-        level,
+        stamp,
         "summary",
     ))
 }
@@ -141,14 +137,12 @@ pub(crate) fn write_summary(
     cx: &StepContext<'_>,
     plan: &Plan,
     body: &str,
-    strategy: Strategy,
-    level: Option<u8>,
+    stamp: Stamp,
     what: &str,
 ) -> Step {
     let what = format!("a {what} of {} chars", chars_in(body));
     let message = middle::summary_message(body);
-    let how = (strategy, level, plan.target);
-    replace_middle(conversation, cx, &plan.split, message, how, &what)
+    replace_middle(conversation, cx, &plan.split, message, stamp, &what)
 }
 
 /// Where chunks may be cut: before a removed message that opens its own exchange.

@@ -125,13 +125,13 @@ where
     }
 }
 
-/// The ③–⑤ steps of a report (Layer 1 steps have no level).
-fn recovery_steps(report: &Report) -> Vec<(Strategy, Option<u8>)> {
+/// The steps recovery attempts ran (not Layer 1's): (strategy, attempt, ⑤'s level).
+fn recovery_steps(report: &Report) -> Vec<(Strategy, Option<u8>, Option<u8>)> {
     report
         .steps
         .iter()
-        .filter(|s| s.level.is_some())
-        .map(|s| (s.strategy, s.level))
+        .filter(|s| s.attempt.is_some())
+        .map(|s| (s.strategy, s.attempt, s.level))
         .collect()
 }
 
@@ -158,7 +158,7 @@ fn a_clean_summary_is_not_degraded() {
         let format = original.format.as_str();
         assert_eq!(
             recovery_steps(&outcome.report),
-            [(Strategy::Summarize, Some(1))],
+            [(Strategy::Summarize, Some(1), None)],
             "{format}"
         );
         assert!(!outcome.report.degraded, "{format}");
@@ -197,7 +197,7 @@ fn a_fault_then_a_summary_of_the_small_messages_is_level_2() {
             });
             assert_eq!(
                 recovery_steps(&outcome.report),
-                [(Strategy::Degrade, Some(2))],
+                [(Strategy::Degrade, Some(1), Some(2))],
                 "{what}"
             );
             assert!(outcome.report.degraded, "{what}");
@@ -263,7 +263,7 @@ fn faults_everywhere_leave_the_bare_notice() {
             let outcome = compact(&original, WINDOW, move |_, request| faulty(fault, request));
             assert_eq!(
                 recovery_steps(&outcome.report),
-                [(Strategy::Degrade, Some(3))],
+                [(Strategy::Degrade, Some(1), Some(3))],
                 "{what}"
             );
             assert!(outcome.report.degraded, "{what}");
@@ -356,7 +356,7 @@ fn level_2_hands_over_the_previous_summary_too() {
         }
         assert_eq!(
             recovery_steps(&outcome.report),
-            [(Strategy::Degrade, Some(2))]
+            [(Strategy::Degrade, Some(1), Some(2))]
         );
     }
 }
@@ -434,7 +434,7 @@ fn a_failed_chunk_leaves_the_chunks_before_it() {
         );
         assert_eq!(
             recovery_steps(&outcome.report),
-            [(Strategy::Degrade, Some(1))],
+            [(Strategy::Degrade, Some(1), Some(1))],
             "{what}"
         );
         assert!(outcome.report.degraded);
@@ -475,7 +475,7 @@ fn a_failed_merge_keeps_every_chunk_summary() {
         assert!(merges[0].messages.is_empty());
         assert_eq!(
             recovery_steps(&outcome.report),
-            [(Strategy::Degrade, Some(1))],
+            [(Strategy::Degrade, Some(1), Some(1))],
             "{what}"
         );
         assert!(outcome.report.degraded);
@@ -502,7 +502,7 @@ fn chunked_summaries_merge_into_a_clean_summary() {
         assert_eq!(outcome.requests.len(), n + 1, "{what}");
         assert_eq!(
             recovery_steps(&outcome.report),
-            [(Strategy::Summarize, Some(1))],
+            [(Strategy::Summarize, Some(1), None)],
             "{what}"
         );
         assert!(!outcome.report.degraded);
@@ -531,7 +531,7 @@ fn a_failed_first_chunk_falls_to_level_2() {
         });
         assert_eq!(
             recovery_steps(&outcome.report),
-            [(Strategy::Degrade, Some(2))],
+            [(Strategy::Degrade, Some(1), Some(2))],
             "{what}"
         );
         assert!(outcome.report.degraded);
@@ -636,7 +636,7 @@ fn chunks_are_summarized_concurrently() {
     let report = pollster::block_on(manager.compact_with_summary(&mut output, budget));
     assert_eq!(
         recovery_steps(&report),
-        [(Strategy::Summarize, Some(1))],
+        [(Strategy::Summarize, Some(1), None)],
         "{report:#?}"
     );
     assert_eq!(
@@ -662,16 +662,23 @@ fn pins_and_remember_requests_survive_every_level() {
             .unwrap();
         original.messages[middle].pin();
         type Script = fn(usize, &SummaryRequest) -> SummaryAnswer;
-        let scripts: [(Script, (Strategy, u8)); 3] = [
-            (|_, _| Ok(nine_sections("CLEAN")), (Strategy::Summarize, 1)),
+        // (strategy, ⑤'s level): every one of them runs in attempt 1.
+        let scripts: [(Script, (Strategy, Option<u8>)); 3] = [
+            (
+                |_, _| Ok(nine_sections("CLEAN")),
+                (Strategy::Summarize, None),
+            ),
             (
                 |i, _| match i {
                     0 => Err(SummaryError::Truncated),
                     _ => Ok(nine_sections("SMALL")),
                 },
-                (Strategy::Degrade, 2),
+                (Strategy::Degrade, Some(2)),
             ),
-            (|_, _| Err(SummaryError::Timeout), (Strategy::Degrade, 3)),
+            (
+                |_, _| Err(SummaryError::Timeout),
+                (Strategy::Degrade, Some(3)),
+            ),
         ];
         for (script, (strategy, level)) in scripts {
             // `compact` checks invariant 1: system, first user, pinned (the remember request
@@ -679,7 +686,7 @@ fn pins_and_remember_requests_survive_every_level() {
             let outcome = compact(&original, WINDOW, script);
             assert_eq!(
                 recovery_steps(&outcome.report),
-                [(strategy, Some(level))],
+                [(strategy, Some(1), level)],
                 "{what}"
             );
             let texts: Vec<String> = (outcome.output.messages.iter())

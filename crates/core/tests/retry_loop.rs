@@ -17,8 +17,8 @@ use context_cascade::llm::LlmError;
 use context_cascade::markers::{COMPACTED, SUMMARY_PREFIX};
 use context_cascade::summarizer::SummaryError;
 use context_cascade::{
-    Budget, CallError, CascadeConfig, ContextManager, Conversation, Message, Recovery, Report,
-    Role, Strategy,
+    Budget, CallError, CascadeConfig, ContextManager, Conversation, Message, OldResults, Recovery,
+    Report, Role, Strategy, Tail,
 };
 use serde_json::json;
 
@@ -131,18 +131,22 @@ fn check_requests(manager: &ContextManager, original: &Conversation, received: &
     }
 }
 
-/// (strategy, level) of every step, in order.
-fn steps(report: &Report) -> Vec<(Strategy, Option<u8>)> {
-    report.steps.iter().map(|s| (s.strategy, s.level)).collect()
+/// (strategy, recovery attempt, ⑤'s level) of every step, in order.
+fn steps(report: &Report) -> Vec<(Strategy, Option<u8>, Option<u8>)> {
+    report
+        .steps
+        .iter()
+        .map(|s| (s.strategy, s.attempt, s.level))
+        .collect()
 }
 
 /// Every recovery attempt, in order, as the report lists it: ③ at 0.75·E, ④ at 0.6·E, ④ at
 /// 0.5·E, ⑤'s bare notice.
-const EVERY_RECOVERY: [(Strategy, Option<u8>); 4] = [
-    (Strategy::PruneHistory, Some(1)),
-    (Strategy::Summarize, Some(2)),
-    (Strategy::Summarize, Some(3)),
-    (Strategy::Degrade, Some(3)),
+const EVERY_RECOVERY: [(Strategy, Option<u8>, Option<u8>); 4] = [
+    (Strategy::PruneHistory, Some(1), None),
+    (Strategy::Summarize, Some(2), None),
+    (Strategy::Summarize, Some(3), None),
+    (Strategy::Degrade, Some(4), Some(3)),
 ];
 
 fn overflow_k_times(k: usize, provider: Provider, quoted: bool, anthropic: bool) {
@@ -273,7 +277,10 @@ fn quoted_counts_alone_calibrate_the_estimate() {
     assert_eq!(scale.observations, 1, "only the overflow quoted a count");
     assert!((scale.scale - PROVIDER_SCALE).abs() < 0.01, "{scale:?}");
     // The recovery after the overflow already used the learnt scale: one retry was enough.
-    assert_eq!(steps(&called.report), [(Strategy::PruneHistory, Some(1))]);
+    assert_eq!(
+        steps(&called.report),
+        [(Strategy::PruneHistory, Some(1), None)]
+    );
 }
 
 #[test]
@@ -435,7 +442,7 @@ fn a_step_that_frees_too_little_does_not_spend_a_call() {
     assert_eq!(report.calls, 2);
     // Attempt 1 ran and freed under 10%; the later attempts ran before the second call.
     let first = &report.steps[0];
-    assert_eq!(first.level, Some(1), "{:#?}", report.steps);
+    assert_eq!(first.attempt, Some(1), "{:#?}", report.steps);
     assert!(first.tokens_freed > 0, "{:#?}", report.steps);
     assert!(
         first.tokens_freed * 10 < first.tokens_before,
@@ -445,8 +452,8 @@ fn a_step_that_frees_too_little_does_not_spend_a_call() {
     );
     let last = report.steps.last().unwrap();
     assert_eq!(
-        (last.strategy, last.level),
-        (Strategy::TruncateToolResult, Some(4)),
+        (last.strategy, last.attempt, last.level),
+        (Strategy::TruncateToolResult, Some(4), None),
         "{:#?}",
         report.steps
     );
@@ -516,10 +523,10 @@ fn a_failing_summarizer_degrades_inside_the_loop() {
     // ④ is attempts 2 and 3; with a summarizer that always times out each of them falls
     // through ⑤ (level 2 asks again) to the bare notice.
     let degraded = [
-        (Strategy::PruneHistory, Some(1)),
-        (Strategy::Degrade, Some(3)),
-        (Strategy::Degrade, Some(3)),
-        (Strategy::Degrade, Some(3)),
+        (Strategy::PruneHistory, Some(1), None),
+        (Strategy::Degrade, Some(2), Some(3)),
+        (Strategy::Degrade, Some(3), Some(3)),
+        (Strategy::Degrade, Some(4), Some(3)),
     ];
     for k in 1..=6 {
         let summarizer = Arc::new(ScriptedSummarizer::new(|_, _| Err(SummaryError::Timeout)));
@@ -592,16 +599,16 @@ fn the_retry_strategy_escalates_as_specified() {
         manager.retry_strategy(2),
         Some(Recovery::Summarize {
             target: 0.6,
-            halve_recent: false,
-            compact_all: false
+            tail: Tail::Full,
+            old_results: OldResults::AsTheyAre,
         })
     );
     assert_eq!(
         manager.retry_strategy(3),
         Some(Recovery::Summarize {
             target: 0.5,
-            halve_recent: true,
-            compact_all: true
+            tail: Tail::Half,
+            old_results: OldResults::Compact,
         })
     );
     assert_eq!(manager.retry_strategy(4), Some(Recovery::BareNotice));
@@ -647,7 +654,8 @@ fn attempt_3_compacts_every_old_tool_result_but_the_latest_turn() {
         [Strategy::CompactToolResults, Strategy::Summarize],
         "{report:#?}"
     );
-    assert_eq!(report.steps[1].level, Some(3));
+    assert_eq!(report.steps[1].attempt, Some(3));
+    assert_eq!(report.steps[0].attempt, Some(3));
     assert!(report.steps[1].tokens_after <= budget.share(0.5));
     for message in &conversation.messages {
         for result in message.tool_results() {
