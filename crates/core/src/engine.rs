@@ -158,7 +158,7 @@ impl ContextManager {
         self.pin_remember_requests(conversation);
         let cx = self.context(conversation, budget);
         let tokens = cx.tokens(conversation);
-        let format = conversation.format.as_str();
+        let format = conversation.format;
         Report::start(
             format,
             budget,

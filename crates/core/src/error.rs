@@ -27,6 +27,4 @@ pub enum Error {
     Write(String),
     #[error("tokenizer unavailable: {0}")]
     Tokenizer(String),
-    #[error("invalid configuration: {0}")]
-    Config(String),
 }

@@ -71,6 +71,13 @@ pub mod summarizer;
 pub mod tool_names;
 pub mod truncate;
 
+use std::future::Future;
+use std::pin::Pin;
+
+/// A boxed, sendable future (what the async methods of [`summarizer::Summarizer`] and
+/// [`llm::Llm`] return).
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
 pub use config::{Budget, CascadeConfig};
 pub use conversation::{Block, Conversation, Format, Message, Role, Shape, ToolCall, ToolResult};
 pub use engine::ContextManager;

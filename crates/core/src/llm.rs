@@ -6,8 +6,8 @@
 //! [`crate::overflow::classify`] recognises is an overflow and is recovered from; anything
 //! else goes back to the caller untouched.
 
+use crate::BoxFuture;
 use crate::conversation::Conversation;
-use crate::summarizer::BoxFuture;
 
 /// A successful call: the implementation's output and the prompt tokens the provider
 /// reported (`usage.prompt_tokens`, `usage.input_tokens` + cache tokens), when it did.

@@ -1,6 +1,7 @@
 //! What the cascade did, as data: one [`Step`] per strategy applied.
 
 use crate::config::Budget;
+use crate::conversation::Format;
 
 /// The five strategies, cheapest first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
@@ -62,7 +63,9 @@ pub struct Step {
 /// Everything the cascade did to one conversation.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Report {
-    pub format: &'static str,
+    /// The wire format of the conversation (serialized as `"openai"`, `"anthropic"`,
+    /// `"bare"`).
+    pub format: Format,
     pub window: u64,
     pub reserve: u64,
     pub tokens_before: u64,
@@ -87,7 +90,7 @@ pub struct Report {
 
 impl Report {
     pub(crate) fn start(
-        format: &'static str,
+        format: Format,
         budget: Budget,
         tokens: u64,
         messages: usize,
@@ -151,5 +154,24 @@ impl Report {
             .map(|(s, n)| format!("{}={n}", s.as_str()))
             .collect::<Vec<_>>()
             .join("; ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_format_serializes_as_its_wire_name() {
+        for (format, name) in [
+            (Format::OpenAi, "openai"),
+            (Format::Anthropic, "anthropic"),
+            (Format::Bare, "bare"),
+        ] {
+            let report = Report::start(format, Budget::new(100, 10), 5, 1, 1.0);
+            let json = serde_json::to_value(&report).unwrap();
+            assert_eq!(json["format"], name);
+            assert_eq!(format.as_str(), name);
+        }
     }
 }

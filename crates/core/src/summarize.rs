@@ -15,13 +15,14 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::Poll;
 
+use crate::BoxFuture;
 use crate::conversation::{Conversation, Message};
 use crate::estimate::{ClassCounts, Weights};
 use crate::middle::{self, Fate, KeepRules, Split, Summaries};
 use crate::prune::replace_middle;
 use crate::report::{Step, Strategy};
 use crate::step::{Stamp, StepContext, chars_in};
-use crate::summarizer::{BoxFuture, Summarizer, SummaryError, SummaryRequest, validate};
+use crate::summarizer::{Summarizer, SummaryError, SummaryRequest, validate};
 
 /// Below this many tokens of room, a summary cannot say anything useful: the tail shrinks.
 const MIN_SUMMARY_TOKENS: u64 = 200;
@@ -186,10 +187,9 @@ pub(crate) async fn summarize_messages(
     );
     if chunks.len() <= 1 {
         let messages = chunks.into_iter().next().unwrap_or_default();
-        let request = SummaryRequest {
+        let request = SummaryRequest::Summarize {
             messages,
             previous_summary: previous,
-            partials: Vec::new(),
             max_tokens: room,
         };
         let body = summarizer.summarize(&request).await.map_err(fail)?;
@@ -204,10 +204,9 @@ pub(crate) async fn summarize_messages(
                 .iter()
                 .map(|m| cx.estimator.message_tokens(m))
                 .sum();
-            SummaryRequest {
+            SummaryRequest::Summarize {
                 messages,
                 previous_summary: if i == 0 { previous.clone() } else { None },
-                partials: Vec::new(),
                 max_tokens: room
                     .min((chunk_tokens.saturating_sub(1) as f64 / cx.estimator.multiplier) as u64),
             }
@@ -220,7 +219,7 @@ pub(crate) async fn summarize_messages(
     let mut first_error = None;
     for (result, request) in results.into_iter().zip(&requests) {
         let replaced: u64 = request
-            .messages
+            .messages()
             .iter()
             .map(|m| cx.estimator.message_tokens(m))
             .sum();
@@ -238,9 +237,7 @@ pub(crate) async fn summarize_messages(
         return Err(Failure { error, chunks });
     }
     let partials: Vec<String> = chunks.iter().flatten().cloned().collect();
-    let merge = SummaryRequest {
-        messages: Vec::new(),
-        previous_summary: None,
+    let merge = SummaryRequest::Merge {
         partials,
         max_tokens: room,
     };

@@ -171,7 +171,7 @@ fn a_clean_summary_is_not_degraded() {
         // The summarizer saw the tool outputs it summarizes (④ is not level 2).
         assert!(
             outcome.requests[0]
-                .messages
+                .messages()
                 .iter()
                 .any(|m| m.tool_results().next().is_some()),
             "{format}"
@@ -212,13 +212,13 @@ fn a_fault_then_a_summary_of_the_small_messages_is_level_2() {
             let small = &outcome.requests[1];
             assert!(
                 small
-                    .messages
+                    .messages()
                     .iter()
                     .all(|m| m.tool_results().next().is_none()),
                 "{what}"
             );
             let notices: Vec<String> = small
-                .messages
+                .messages()
                 .iter()
                 .map(|m| m.text_content())
                 .filter(|t| t.starts_with("[large "))
@@ -232,7 +232,7 @@ fn a_fault_then_a_summary_of_the_small_messages_is_level_2() {
                 "{what}: the pasted log is over half the window: {notices:?}"
             );
             let tool_outputs = outcome.requests[0]
-                .messages
+                .messages()
                 .iter()
                 .filter(|m| m.tool_results().next().is_some())
                 .count();
@@ -305,13 +305,13 @@ fn a_previous_summary_is_handed_over_not_summarized_again() {
         assert_eq!(outcome.requests.len(), 1, "{format}");
         let request = &outcome.requests[0];
         assert_eq!(
-            request.previous_summary.as_deref(),
+            request.previous_summary(),
             Some("## 1. User intent and goals\n- OLD-SUMMARY: fix the parser"),
             "{format}"
         );
         assert!(
             request
-                .messages
+                .messages()
                 .iter()
                 .all(|m| !m.text_content().contains("OLD-SUMMARY")),
             "{format}: the earlier summary went in as a message"
@@ -341,14 +341,13 @@ fn level_2_hands_over_the_previous_summary_too() {
         for request in &outcome.requests {
             assert!(
                 request
-                    .previous_summary
-                    .as_deref()
+                    .previous_summary()
                     .is_some_and(|p| p.contains("OLD-SUMMARY")),
                 "{format}"
             );
             assert!(
                 request
-                    .messages
+                    .messages()
                     .iter()
                     .all(|m| !m.text_content().contains("OLD-SUMMARY")),
                 "{format}"
@@ -370,7 +369,7 @@ fn big_sessions() -> Vec<Conversation> {
 
 /// The chunk requests among what the summarizer received (the merge has partials).
 fn chunk_requests(requests: &[SummaryRequest]) -> Vec<&SummaryRequest> {
-    requests.iter().filter(|r| r.partials.is_empty()).collect()
+    requests.iter().filter(|r| !r.is_merge()).collect()
 }
 
 /// What the chunks hold, checked against the messages they stand for.
@@ -379,7 +378,7 @@ fn check_chunks(what: &str, chunks: &[&SummaryRequest]) {
     assert!((2..=4).contains(&n), "{what}: {n} chunks");
     let sizes: Vec<usize> = chunks
         .iter()
-        .map(|c| c.messages.iter().map(|m| m.text_content().len()).sum())
+        .map(|c| c.messages().iter().map(|m| m.text_content().len()).sum())
         .collect();
     let total: usize = sizes.iter().sum();
     assert!(total > 50_000, "{what}: only {total} chars to summarize");
@@ -390,18 +389,18 @@ fn check_chunks(what: &str, chunks: &[&SummaryRequest]) {
     for (i, chunk) in chunks.iter().enumerate() {
         // Only the first chunk carries the previous summary; none carries it as a message.
         assert_eq!(
-            chunk.previous_summary.is_some(),
+            chunk.previous_summary().is_some(),
             i == 0,
             "{what}: chunk {i}"
         );
         assert!(
             chunk
-                .messages
+                .messages()
                 .iter()
                 .all(|m| !m.text_content().contains("OLD-SUMMARY"))
         );
         // Cut at exchange boundaries: no chunk opens with the results of a call.
-        let first = &chunk.messages[0];
+        let first = &chunk.messages()[0];
         assert!(
             !first.role().is_tool_result() && !first.is_only_tool_results(),
             "{what}: chunk {i} starts inside a tool exchange"
@@ -417,7 +416,7 @@ fn a_failed_chunk_leaves_the_chunks_before_it() {
         let what = original.format.as_str().to_owned();
         // Chunks 1 and 2 are summarized, chunk 3 fails, chunk 4 (if any) is summarized.
         let outcome = compact(&original, BIG_WINDOW, |i, request| {
-            assert!(request.partials.is_empty(), "no merge after a failed chunk");
+            assert!(!request.is_merge(), "no merge after a failed chunk");
             match i {
                 2 => Err(SummaryError::Failed("chunk 3: HTTP 502".into())),
                 _ => Ok(nine_sections(&format!("CHUNK{}", i + 1))),
@@ -452,7 +451,7 @@ fn a_failed_merge_keeps_every_chunk_summary() {
     for original in big_sessions() {
         let what = original.format.as_str().to_owned();
         let outcome = compact(&original, BIG_WINDOW, |i, request| {
-            if request.partials.is_empty() {
+            if !request.is_merge() {
                 Ok(nine_sections(&format!("CHUNK{}", i + 1)))
             } else {
                 Err(SummaryError::Timeout)
@@ -462,17 +461,14 @@ fn a_failed_merge_keeps_every_chunk_summary() {
         check_chunks(&what, &chunks);
         let n = chunks.len();
         // One merge call, with every chunk summary in order.
-        let merges: Vec<&SummaryRequest> = outcome
-            .requests
-            .iter()
-            .filter(|r| !r.partials.is_empty())
-            .collect();
+        let merges: Vec<&SummaryRequest> =
+            outcome.requests.iter().filter(|r| r.is_merge()).collect();
         assert_eq!(merges.len(), 1, "{what}");
         let partials: Vec<String> = (1..=n)
             .map(|i| nine_sections(&format!("CHUNK{i}")))
             .collect();
-        assert_eq!(merges[0].partials, partials, "{what}");
-        assert!(merges[0].messages.is_empty());
+        assert_eq!(merges[0].partials(), partials, "{what}");
+        assert!(merges[0].messages().is_empty());
         assert_eq!(
             recovery_steps(&outcome.report),
             [(Strategy::Degrade, Some(1), Some(1))],
@@ -492,7 +488,7 @@ fn chunked_summaries_merge_into_a_clean_summary() {
     for original in big_sessions() {
         let what = original.format.as_str().to_owned();
         let outcome = compact(&original, BIG_WINDOW, |i, request| {
-            Ok(nine_sections(&if request.partials.is_empty() {
+            Ok(nine_sections(&if !request.is_merge() {
                 format!("CHUNK{}", i + 1)
             } else {
                 "MERGED".to_owned()
@@ -524,7 +520,7 @@ fn a_failed_first_chunk_falls_to_level_2() {
             }
             // The first batch: the chunk requests carry tool outputs; level 2's do not.
             let level_2 = request
-                .messages
+                .messages()
                 .iter()
                 .all(|m| m.tool_results().next().is_none());
             Ok(nine_sections(if level_2 { "SMALL" } else { "CHUNK" }))
@@ -567,16 +563,19 @@ fn the_omitted_notice_counts_with_the_estimate() {
     );
     let small = &outcome.requests[1];
     assert!(
-        small.messages.iter().any(|m| m.text_content() == expected),
+        small
+            .messages()
+            .iter()
+            .any(|m| m.text_content() == expected),
         "{expected} not among {:?}",
         small
-            .messages
+            .messages()
             .iter()
             .map(|m| m.text_content())
             .filter(|t| t.starts_with('['))
             .collect::<Vec<_>>()
     );
-    assert!(small.messages.iter().all(|m| {
+    assert!(small.messages().iter().all(|m| {
         m.blocks()
             .iter()
             .all(|b| !matches!(b, Block::ToolResult(_)))
@@ -616,7 +615,7 @@ fn the_bare_notice_counts_what_earlier_compactions_removed() {
         // The old notice is no message to summarize either.
         assert!(
             outcome.requests[0]
-                .messages
+                .messages()
                 .iter()
                 .all(|m| !m.text_content().starts_with("[context compacted")),
             "{what}"

@@ -47,14 +47,13 @@ fn calls_work_without_a_tokio_runtime() {
     assert_eq!(completion.prompt_tokens, Some(7));
 
     let summarizer = LlmSummarizer::new(client);
-    let request = SummaryRequest {
-        messages: vec![Message::text(
+    let request = SummaryRequest::summarize(
+        vec![Message::text(
             Role::User,
             "a long enough message to summarize ".repeat(40),
         )],
-        max_tokens: 500,
-        ..SummaryRequest::default()
-    };
+        500,
+    );
     // Two at once, as the engine's concurrent chunk calls are.
     let (a, b) = futures::executor::block_on(futures::future::join(
         summarizer.summarize(&request),

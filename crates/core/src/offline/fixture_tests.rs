@@ -31,11 +31,7 @@ fn fixture_paths_kept(name: &str, max_tokens: Option<u64>) -> (usize, usize, Str
     }
     let estimator = Estimator::default();
     let max = max_tokens.unwrap_or(estimator.tokens(&conversation) / 10);
-    let req = SummaryRequest {
-        messages: conversation.messages,
-        max_tokens: max,
-        ..SummaryRequest::default()
-    };
+    let req = SummaryRequest::summarize(conversation.messages, max);
     let summary = run(&req).unwrap();
     assert!(tokens(&estimator, &summary) <= max, "{name}");
     let files = split_sections(&summary)[2].join("\n");
