@@ -40,7 +40,7 @@ pub struct CascadeConfig {
     /// EMA with `ema_alpha`. Above 0: the scale is the size-weighted `Σ real / Σ prior`
     /// (decaying by `1 − ema_alpha` per observation) in which the starting scale counts as
     /// this many prior tokens, so a small request moves it little (32,000 measured best;
-    /// see [`crate::calibrate`]).
+    /// see calibrate.rs).
     pub calibration_prior_tokens: f64,
     /// Observations (real / prior) are clamped to this range.
     pub ema_clamp: (f64, f64),

@@ -9,7 +9,7 @@ use std::sync::OnceLock;
 
 use serde_json::{Map, Value};
 
-use crate::estimate::ClassCounts;
+use crate::counts::{ClassCounts, add_json};
 
 /// Who speaks a message. `Developer` (OpenAI's newer name for system) and `Function` (the
 /// legacy OpenAI function-result role) are kept apart so that they round-trip.
@@ -431,6 +431,55 @@ impl Conversation {
             if let Some(Block::ToolResult(result)) = self.messages[m].blocks.get_mut(b) {
                 result.tool_name = Some(name);
             }
+        }
+    }
+}
+
+impl ClassCounts {
+    /// The counts of one message: its texts, tool calls, results and opaque blocks.
+    pub fn of_message(message: &Message) -> ClassCounts {
+        let mut counts = ClassCounts {
+            messages: 1,
+            ..ClassCounts::default()
+        };
+        add_blocks(&mut counts, message.blocks());
+        counts
+    }
+
+    /// The counts of some content blocks (a tool result's content, say).
+    pub fn of_blocks(blocks: &[Block]) -> ClassCounts {
+        let mut counts = ClassCounts::default();
+        add_blocks(&mut counts, blocks);
+        counts
+    }
+
+    /// The counts of a whole request: messages plus `tools` definitions.
+    pub fn of_conversation(conversation: &Conversation) -> ClassCounts {
+        let mut total = conversation
+            .messages
+            .iter()
+            .fold(ClassCounts::default(), |acc, m| acc + m.counts());
+        if let Some(tools) = conversation.tools() {
+            total += ClassCounts::of_json(tools);
+        }
+        total
+    }
+}
+
+fn add_blocks(counts: &mut ClassCounts, blocks: &[Block]) {
+    for block in blocks {
+        match block {
+            Block::Text(t) => *counts += ClassCounts::of_str(&t.text),
+            Block::ToolCall(call) => {
+                *counts += ClassCounts::of_str(&call.name);
+                match &call.arguments {
+                    Value::String(s) => *counts += ClassCounts::of_str(s),
+                    other => add_json(counts, other),
+                }
+            }
+            Block::ToolResult(result) => add_blocks(counts, &result.content),
+            Block::Binary(_) => counts.binary_blocks += 1,
+            Block::Thinking(o) | Block::Other(o) => add_json(counts, &o.raw),
         }
     }
 }

@@ -1,7 +1,7 @@
 //! The engine: composes the strategies into the cascade, and keeps the calibration.
 //!
 //! [`ContextManager::prepare`] is what an agent runs before every call (Layer 1, then the
-//! preemptive check); [`ContextManager::call`] (in [`crate::retry`]) runs the whole loop
+//! preemptive check); [`ContextManager::call`] (in retry.rs) runs the whole loop
 //! against an [`crate::llm::Llm`]. The engine only decides which strategy runs when, with
 //! which target; the strategies do the work and report it.
 

@@ -49,6 +49,7 @@ pub mod catalog;
 pub mod compact_tools;
 pub mod config;
 pub mod conversation;
+mod counts;
 pub mod degrade;
 pub mod engine;
 pub mod error;

@@ -77,7 +77,7 @@ pub struct Report {
     pub fits: bool,
     /// A step degraded (summary unavailable or partial): never a clean success.
     pub degraded: bool,
-    /// LLM calls made by [`crate::engine::ContextManager::call`].
+    /// LLM calls made by [`crate::ContextManager::call`].
     pub calls: usize,
     /// Of those calls, how many the provider refused as a context overflow.
     pub overflows: usize,

@@ -9,7 +9,7 @@
 //!
 //! A summary that is empty, cut off, larger than what it replaces or too large for the
 //! room left is a failure, returned with whatever chunk summaries succeeded so that
-//! [`crate::degrade`] can fall back level by level.
+//! ⑤ (degrade.rs) can fall back level by level.
 
 use std::future::Future;
 use std::pin::Pin;
