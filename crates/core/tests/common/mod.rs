@@ -1,8 +1,10 @@
 //! Test helpers shared by the integration tests: the fixtures and their Anthropic form.
 #![allow(dead_code)]
 
+pub mod degraded;
 pub mod invariants;
 pub mod scripted;
+pub mod sessions;
 
 use serde_json::{Map, Value, json};
 
