@@ -23,13 +23,9 @@
 
 mod excerpt;
 mod facts;
-#[cfg(test)]
-mod fixture_tests;
 mod merge;
 mod render;
 mod scan;
-#[cfg(test)]
-mod tests;
 mod tools;
 
 use crate::BoxFuture;

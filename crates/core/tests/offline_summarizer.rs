@@ -4,12 +4,13 @@ use std::task::{Context, Poll, Waker};
 
 use serde_json::{Map, Value, json};
 
-use super::*;
-use crate::conversation::{Block, Message, Role, Shape, ToolCall, ToolResult};
-use crate::markers;
-use crate::summarizer::{
+use context_cascade::estimate::Estimator;
+use context_cascade::markers;
+use context_cascade::offline::{OfflineConfig, OfflineSummarizer};
+use context_cascade::summarizer::{
     Summarizer, SummaryError, SummaryRequest, section_heading, split_sections,
 };
+use context_cascade::{Block, Message, Role, Shape, ToolCall, ToolResult};
 
 fn user(text: &str) -> Message {
     Message::text(Role::User, text)
@@ -56,8 +57,13 @@ fn updating(messages: Vec<Message>, previous: String, max_tokens: u64) -> Summar
     }
 }
 
+/// Tokens of a summary as the offline summarizer sizes it: the prior with its 10% margin.
+pub fn tokens(estimator: &Estimator, text: &str) -> u64 {
+    (estimator.text_tokens(text) as f64 * 1.1).ceil() as u64
+}
+
 /// Polls the summarizer's future once: it must be ready immediately.
-pub(super) fn run(request: &SummaryRequest) -> Result<String, SummaryError> {
+pub fn run(request: &SummaryRequest) -> Result<String, SummaryError> {
     let summarizer = OfflineSummarizer::default();
     let mut future = summarizer.summarize(request);
     let mut cx = Context::from_waker(Waker::noop());
@@ -351,7 +357,7 @@ fn anthropic_tool_use_and_flagged_results() {
             ]}
         ]
     });
-    let conversation = crate::format::parse(body.to_string().as_bytes(), None).unwrap();
+    let conversation = context_cascade::format::parse(body.to_string().as_bytes(), None).unwrap();
     let s = split_sections(&run(&request(conversation.messages)).unwrap());
     assert!(
         s[2].contains(&"- `/w/Cargo.toml` (read)".to_owned()),
@@ -380,7 +386,7 @@ fn summary_inside_messages_is_merged_and_notices_skipped() {
     let old = run(&request(vec![user("Keep the logs in /var/log/app.log")])).unwrap();
     let messages = vec![
         user(&format!("{}\n{old}", markers::SUMMARY_PREFIX)),
-        user(&markers::pruned_notice(4)),
+        user("[context compacted: 4 earlier messages removed]"),
         user("Now add retries."),
     ];
     let s = sections_of(&run(&request(messages)).unwrap());
