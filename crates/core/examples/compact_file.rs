@@ -13,8 +13,8 @@
 use std::time::Instant;
 
 use context_cascade::ContextManager;
-use context_cascade::config::{Budget, CascadeConfig};
 use context_cascade::format::{self, WriteOptions};
+use context_cascade::{Budget, CascadeConfig};
 use serde_json::json;
 
 struct Args {

@@ -38,6 +38,7 @@ pub struct Calibration {
 }
 
 impl Calibration {
+    /// An empty calibration: no model observed yet.
     pub fn new() -> Self {
         Self::default()
     }

@@ -17,7 +17,7 @@ use crate::step::{Changes, Measure, Stamp, StepContext};
 
 /// When ② runs and how far it goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CompactMode {
+pub(crate) enum CompactMode {
     /// Above the headroom ratio, down to the low watermark (Layer 1).
     Watermark,
     /// Every eligible result, whatever the estimate (recovery attempt 3).

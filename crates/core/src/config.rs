@@ -83,11 +83,14 @@ impl Default for CascadeConfig {
 /// The window a request must fit: W (context window) less R (output reserve).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct Budget {
+    /// W: the model's context window, in tokens.
     pub window: u64,
+    /// R: the tokens reserved for the model's output.
     pub reserve: u64,
 }
 
 impl Budget {
+    /// A budget of `window` tokens with `reserve` kept for the output.
     pub fn new(window: u64, reserve: u64) -> Self {
         Budget { window, reserve }
     }

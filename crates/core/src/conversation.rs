@@ -16,11 +16,17 @@ use crate::counts::{ClassCounts, add_json};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
+    /// A system message (Anthropic's top-level `system` is read as one).
     System,
+    /// An OpenAI developer message (a system message by another name).
     Developer,
+    /// A user message (Anthropic tool results come as user messages).
     User,
+    /// An assistant message, with its tool calls.
     Assistant,
+    /// An OpenAI `tool` message: one tool result.
     Tool,
+    /// A legacy OpenAI `function` message: one function result.
     Function,
 }
 
@@ -86,7 +92,9 @@ pub struct TextBlock {
 /// A tool call made by the assistant.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolCall {
+    /// The call id the result answers.
     pub id: String,
+    /// The tool's name.
     pub name: String,
     /// OpenAI: the raw `arguments` string (kept as a `Value::String`, byte for byte, even if
     /// it is not valid JSON). Anthropic: the `input` object.
@@ -160,8 +168,11 @@ pub struct Opaque {
 /// One content block.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Block {
+    /// Plain text.
     Text(TextBlock),
+    /// A tool call of an assistant message.
     ToolCall(ToolCall),
+    /// A tool result.
     ToolResult(ToolResult),
     /// Images, documents, audio, files: estimated as one binary block each.
     Binary(Opaque),
@@ -190,7 +201,7 @@ impl Block {
 }
 
 /// Joins the text blocks of a block list with newlines.
-pub fn join_text(blocks: &[Block]) -> String {
+pub(crate) fn join_text(blocks: &[Block]) -> String {
     let mut out = String::new();
     for text in blocks.iter().filter_map(Block::as_text) {
         if !out.is_empty() {
@@ -243,10 +254,12 @@ impl Message {
         Message::new(role, vec![Block::text(text)], Shape::String, Map::new())
     }
 
+    /// Who wrote the message.
     pub fn role(&self) -> Role {
         self.role
     }
 
+    /// The content blocks, in order.
     pub fn blocks(&self) -> &[Block] {
         &self.blocks
     }
@@ -344,6 +357,7 @@ pub enum Format {
 }
 
 impl Format {
+    /// The format's name, as reports and the CLI write it.
     pub fn as_str(self) -> &'static str {
         match self {
             Format::OpenAi => "openai",
@@ -361,7 +375,9 @@ impl Format {
 /// A whole request: its messages plus every other top-level field, kept in order.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Conversation {
+    /// The wire format the request was read from.
     pub format: Format,
+    /// The messages, in order.
     pub messages: Vec<Message>,
     /// Top-level keys of the request body other than the messages (`model`, `tools`,
     /// `max_tokens`, ...), in order; `messages` (and Anthropic's `system`) keep their place

@@ -12,10 +12,15 @@ use serde_json::Value;
 /// How many characters of each class a piece of content holds, plus its fixed costs.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ClassCounts {
+    /// ASCII letters.
     pub letters: u64,
+    /// ASCII digits.
     pub digits: u64,
+    /// Whitespace characters.
     pub whitespace: u64,
+    /// Other ASCII characters.
     pub punctuation: u64,
+    /// Non-ASCII characters (counted once each).
     pub non_ascii: u64,
     /// Images, documents and other binary blocks.
     pub binary_blocks: u64,

@@ -77,6 +77,7 @@ impl ContextManager {
         self
     }
 
+    /// The configuration in force.
     pub fn config(&self) -> &CascadeConfig {
         &self.config
     }

@@ -14,12 +14,19 @@ pub use crate::counts::ClassCounts;
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(default)]
 pub struct Weights {
+    /// Tokens per ASCII letter.
     pub letter: f64,
+    /// Tokens per ASCII digit.
     pub digit: f64,
+    /// Tokens per whitespace character.
     pub whitespace: f64,
+    /// Tokens per other ASCII character (punctuation, symbols).
     pub punctuation: f64,
+    /// Tokens per non-ASCII character.
     pub non_ascii: f64,
+    /// Fixed tokens per message (role, framing).
     pub per_message: f64,
+    /// Fixed tokens per image, document or other binary block.
     pub per_binary_block: f64,
 }
 
@@ -73,12 +80,14 @@ impl Weights {
 /// The estimate in force: the prior's weights times the model's calibration multiplier.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Estimator {
+    /// The per-class prior.
     pub weights: Weights,
     /// Calibrated scale, or the starting scale times the safety margin.
     pub multiplier: f64,
 }
 
 impl Estimator {
+    /// An estimator with these weights and calibration multiplier.
     pub fn new(weights: Weights, multiplier: f64) -> Self {
         Estimator {
             weights,
@@ -126,7 +135,9 @@ pub mod exact {
     /// The tokenizers available for exact counts.
     #[derive(Debug, Clone, Copy, PartialEq, Eq)]
     pub enum Encoding {
+        /// OpenAI's `o200k_base` (GPT-4o and later).
         O200kBase,
+        /// OpenAI's `cl100k_base` (GPT-4, GPT-3.5).
         Cl100kBase,
     }
 

@@ -44,45 +44,54 @@
 //! # Ok::<(), context_cascade::ParseError>(())
 //! ```
 
-pub mod calibrate;
+// The public surface: five namespaces for concepts with several parts, the rest at the
+// root. Every other module is an implementation detail of the cascade.
 pub mod catalog;
-pub mod compact_tools;
-pub mod config;
-pub mod conversation;
-mod counts;
-pub mod degrade;
-pub mod engine;
-pub mod error;
-mod escalation;
 pub mod estimate;
 pub mod format;
-pub mod llm;
-pub mod markers;
-pub mod middle;
-pub mod offline;
-pub mod overflow;
-pub mod prune;
-pub mod remember;
-pub mod repair;
-pub mod report;
-pub mod retry;
-pub mod step;
-pub mod summarize;
 pub mod summarizer;
 pub mod tool_names;
-pub mod truncate;
+
+mod calibrate;
+mod compact_tools;
+mod config;
+mod conversation;
+mod counts;
+mod degrade;
+mod engine;
+mod error;
+mod escalation;
+mod llm;
+mod markers;
+mod middle;
+mod offline;
+mod overflow;
+mod prune;
+mod remember;
+mod repair;
+mod report;
+mod retry;
+mod step;
+mod summarize;
+mod truncate;
 
 use std::future::Future;
 use std::pin::Pin;
 
 /// A boxed, sendable future (what the async methods of [`summarizer::Summarizer`] and
-/// [`llm::Llm`] return).
+/// [`Llm`] return).
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
+pub use calibrate::{Calibration, Scale};
 pub use config::{Budget, CascadeConfig};
 pub use conversation::{Block, Conversation, Format, Message, Role, Shape, ToolCall, ToolResult};
 pub use engine::ContextManager;
 pub use error::{Error, ParseError};
 pub use escalation::{OldResults, Recovery, Tail};
+pub use llm::{Completion, Llm, LlmError};
+pub use markers::{COMPACTED, RESULT_REMOVED, SUMMARY_PREFIX, SUMMARY_SECTIONS, TRUNCATED};
+pub use offline::{OfflineConfig, OfflineSummarizer};
+pub use overflow::{Overflow, classify};
+pub use remember::RememberPolicy;
 pub use report::{Report, Step, Strategy};
 pub use retry::{CallError, Called};

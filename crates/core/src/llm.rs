@@ -13,7 +13,9 @@ use crate::conversation::Conversation;
 /// reported (`usage.prompt_tokens`, `usage.input_tokens` + cache tokens), when it did.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Completion<T> {
+    /// What the call returned.
     pub output: T,
+    /// The prompt tokens the provider reports having counted, if it does.
     pub prompt_tokens: Option<u64>,
 }
 
@@ -24,8 +26,11 @@ pub enum LlmError {
     /// proxy) can pass a non-overflow error on exactly as it came.
     #[error("provider answered HTTP {status}: {}", preview(body))]
     Status {
+        /// The HTTP status.
         status: u16,
+        /// The response headers.
         headers: Vec<(String, String)>,
+        /// The response body.
         body: String,
     },
     /// The provider could not be reached, or the connection broke.

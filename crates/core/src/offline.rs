@@ -10,7 +10,7 @@
 //! out: no clock, no hashing order.
 //!
 //! ```
-//! use context_cascade::offline::OfflineSummarizer;
+//! use context_cascade::OfflineSummarizer;
 //! use context_cascade::summarizer::{Summarizer, SummaryRequest};
 //! use context_cascade::{Message, Role};
 //!

@@ -20,6 +20,7 @@ pub enum Strategy {
 }
 
 impl Strategy {
+    /// The strategy's name in reports (`truncate_tool_result`, ...).
     pub fn as_str(self) -> &'static str {
         match self {
             Strategy::TruncateToolResult => "truncate_tool_result",
@@ -51,8 +52,11 @@ pub struct Step {
     pub chars_removed: u64,
     /// Characters added (markers, notices, summaries).
     pub chars_added: u64,
+    /// Estimated tokens of the conversation before the step.
     pub tokens_before: u64,
+    /// Estimated tokens after it.
     pub tokens_after: u64,
+    /// `tokens_before − tokens_after`.
     pub tokens_freed: u64,
     /// The target of the step, in tokens.
     pub target_tokens: u64,
@@ -66,12 +70,19 @@ pub struct Report {
     /// The wire format of the conversation (serialized as `"openai"`, `"anthropic"`,
     /// `"bare"`).
     pub format: Format,
+    /// W of the budget (the provider's, when it quoted a smaller one).
     pub window: u64,
+    /// R of the budget.
     pub reserve: u64,
+    /// Estimated tokens before the cascade.
     pub tokens_before: u64,
+    /// Estimated tokens after it.
     pub tokens_after: u64,
+    /// Messages before the cascade.
     pub messages_before: usize,
+    /// Messages after it.
     pub messages_after: usize,
+    /// Every step, in the order they ran.
     pub steps: Vec<Step>,
     /// The result fits E.
     pub fits: bool,

@@ -24,7 +24,9 @@ use crate::report::Report;
 /// A successful call, with everything the cascade did to get it through.
 #[derive(Debug)]
 pub struct Called<T> {
+    /// What the LLM returned.
     pub output: T,
+    /// What the cascade did, calls and overflows included.
     pub report: Report,
 }
 
@@ -33,10 +35,18 @@ pub struct Called<T> {
 pub enum CallError {
     /// Every call overflowed, or no strategy could free more: the report lists each step.
     #[error("the request still overflows after {} call(s): {}", report.calls, report.reason.as_deref().unwrap_or("no strategy could free enough"))]
-    Exhausted { report: Report },
+    Exhausted {
+        /// Every step tried, with the reason.
+        report: Report,
+    },
     /// The provider failed for another reason (rate limit, auth, ...): passed on untouched.
     #[error("{error}")]
-    Llm { error: LlmError, report: Report },
+    Llm {
+        /// The provider's error, untouched.
+        error: LlmError,
+        /// What the cascade did before it.
+        report: Report,
+    },
 }
 
 impl CallError {

@@ -29,7 +29,7 @@ const MIN_SUMMARY_TOKENS: u64 = 200;
 
 /// The range ④ (or ⑤) replaces, the tail it keeps and the room left for the summary.
 #[derive(Debug, Clone)]
-pub struct Plan {
+pub(crate) struct Plan {
     pub split: Split,
     pub rules: KeepRules,
     /// Tokens the replacement message may take so that the result stays at the target.
@@ -41,7 +41,7 @@ pub struct Plan {
 
 /// Why ④ failed, with the chunk summaries that did succeed (for ⑤ level 1).
 #[derive(Debug, Clone)]
-pub struct Failure {
+pub(crate) struct Failure {
     pub error: SummaryError,
     /// One entry per chunk, in order (empty when the input was not chunked).
     pub chunks: Vec<Option<String>>,

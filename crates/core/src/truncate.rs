@@ -153,7 +153,7 @@ fn cut_blocks(
 /// Where to cut `text` so that its head costs at most `budget` tokens: `None` if it fits.
 /// The cut lands on a grapheme boundary, moved back to the last newline when that newline
 /// lies past `newline_ratio` of the cut.
-pub fn cut_point(
+pub(crate) fn cut_point(
     text: &str,
     budget: f64,
     estimator: &Estimator,

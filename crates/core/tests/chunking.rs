@@ -9,7 +9,7 @@ use std::sync::atomic::AtomicUsize;
 
 use common::degraded::{budget, compact, recovery_steps, sessions, summaries};
 use common::scripted::{Rendezvous, nine_sections};
-use context_cascade::markers::SUMMARY_PREFIX;
+use context_cascade::SUMMARY_PREFIX;
 use context_cascade::summarizer::{SummaryError, SummaryRequest};
 use context_cascade::{CascadeConfig, ContextManager, Conversation, Strategy};
 

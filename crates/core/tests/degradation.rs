@@ -10,7 +10,7 @@ use common::degraded::{
     summaries,
 };
 use common::scripted::{FAULTS, SummaryAnswer, all_text, faulty, nine_sections};
-use context_cascade::markers::SUMMARY_PREFIX;
+use context_cascade::SUMMARY_PREFIX;
 use context_cascade::summarizer::{SummaryError, SummaryRequest};
 use context_cascade::{Block, CascadeConfig, ContextManager, Role, Strategy};
 use serde_json::json;

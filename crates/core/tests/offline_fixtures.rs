@@ -1,12 +1,14 @@
 //! The offline summarizer on the real transcripts of `fixtures/` (vendored in the repository): the files an agent
 //! worked on must survive a tenfold compaction.
+// Helpers beside the tests unwrap what a test would: a panic is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use serde_json::{Value, json};
 
 use std::task::{Context, Poll, Waker};
 
+use context_cascade::OfflineSummarizer;
 use context_cascade::estimate::Estimator;
-use context_cascade::offline::OfflineSummarizer;
 use context_cascade::summarizer::{Summarizer, SummaryError, SummaryRequest, split_sections};
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fixtures/transcripts");

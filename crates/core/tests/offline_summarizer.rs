@@ -4,13 +4,13 @@ use std::task::{Context, Poll, Waker};
 
 use serde_json::{Map, Value, json};
 
+use context_cascade::SUMMARY_PREFIX;
 use context_cascade::estimate::Estimator;
-use context_cascade::markers;
-use context_cascade::offline::{OfflineConfig, OfflineSummarizer};
 use context_cascade::summarizer::{
     Summarizer, SummaryError, SummaryRequest, section_heading, split_sections,
 };
 use context_cascade::{Block, Message, Role, Shape, ToolCall, ToolResult};
+use context_cascade::{OfflineConfig, OfflineSummarizer};
 
 fn user(text: &str) -> Message {
     Message::text(Role::User, text)
@@ -385,7 +385,7 @@ fn anthropic_tool_use_and_flagged_results() {
 fn summary_inside_messages_is_merged_and_notices_skipped() {
     let old = run(&request(vec![user("Keep the logs in /var/log/app.log")])).unwrap();
     let messages = vec![
-        user(&format!("{}\n{old}", markers::SUMMARY_PREFIX)),
+        user(&format!("{}\n{old}", SUMMARY_PREFIX)),
         user("[context compacted: 4 earlier messages removed]"),
         user("Now add retries."),
     ];

@@ -14,12 +14,12 @@ use common::sessions::{
     session, steps,
 };
 use context_cascade::format;
-use context_cascade::markers::{COMPACTED, SUMMARY_PREFIX};
 use context_cascade::summarizer::SummaryError;
 use context_cascade::{
     Budget, CallError, CascadeConfig, ContextManager, Message, OldResults, Recovery, Role,
     Strategy, Tail,
 };
+use context_cascade::{COMPACTED, SUMMARY_PREFIX};
 use serde_json::json;
 
 #[test]
@@ -83,7 +83,7 @@ fn a_step_that_frees_too_little_does_not_spend_a_call() {
         .unwrap()
         .joined_text();
     let head = cut
-        .strip_suffix(context_cascade::markers::TRUNCATED)
+        .strip_suffix(context_cascade::TRUNCATED)
         .expect("a truncation marker");
     assert!(
         original.messages[5]

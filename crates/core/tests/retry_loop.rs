@@ -13,12 +13,14 @@ use common::sessions::{
     EVERY_RECOVERY, LIMIT, MODEL, PROVIDER_SCALE, check_requests, manager_with_summaries,
     overflowing_session, overflowing_session_in, session, steps,
 };
+use context_cascade::LlmError;
+use context_cascade::SUMMARY_PREFIX;
 use context_cascade::format::{self, WriteOptions};
-use context_cascade::llm::LlmError;
-use context_cascade::markers::SUMMARY_PREFIX;
 use context_cascade::{Budget, CallError, Conversation, Strategy};
 use serde_json::json;
 
+/// The body of the three `overflow_k_times_*` tests.
+#[allow(clippy::unwrap_used)]
 fn overflow_k_times(k: usize, provider: Provider, quoted: bool, anthropic: bool) {
     let what = format!("k = {k}, {provider:?}, counts quoted: {quoted}, anthropic: {anthropic}");
     let manager = manager_with_summaries();

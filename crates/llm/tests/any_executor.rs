@@ -6,7 +6,7 @@ mod common;
 use std::time::Duration;
 
 use cascade_llm::{ChatClient, ClientConfig, LlmSummarizer, Provider};
-use context_cascade::llm::Llm;
+use context_cascade::Llm;
 use context_cascade::summarizer::{Summarizer, SummaryRequest, section_heading};
 use context_cascade::{Conversation, Format, Message, Role};
 use serde_json::json;

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use cascade_llm::summarizer::prompt::TranscriptLimits;
 use cascade_llm::{ChatClient, ClientConfig, LlmSummarizer, Provider, SummarizerPolicy};
-use context_cascade::conversation::ToolResult;
+use context_cascade::ToolResult;
 use context_cascade::summarizer::{
     Summarizer, SummaryError, SummaryRequest, section_heading, split_sections,
 };

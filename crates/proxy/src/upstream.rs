@@ -15,7 +15,7 @@ use bytes::Bytes;
 use context_cascade::BoxFuture;
 use context_cascade::Conversation;
 use context_cascade::format::{WriteOptions, to_vec};
-use context_cascade::llm::{Completion, Llm, LlmError};
+use context_cascade::{Completion, Llm, LlmError};
 
 use crate::stream::usage_from_body;
 

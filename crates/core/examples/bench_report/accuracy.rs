@@ -4,9 +4,9 @@
 //! would do best, weights refitted by least squares (leave-one-out), and the `preTokens`
 //! Claude Code recorded.
 
+use context_cascade::Calibration;
+use context_cascade::CascadeConfig;
 use context_cascade::ContextManager;
-use context_cascade::calibrate::Calibration;
-use context_cascade::config::CascadeConfig;
 use context_cascade::estimate::{ClassCounts, Weights};
 
 use crate::measured::Measured;

@@ -8,8 +8,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::path::Path;
 
-use context_cascade::config::{Budget, CascadeConfig};
 use context_cascade::estimate::exact::ExactCounter;
+use context_cascade::{Budget, CascadeConfig};
 use context_cascade::{ContextManager, Conversation, Message, Role};
 use plotters::prelude::*;
 

@@ -3,9 +3,9 @@
 //! (interleaved runs, so machine noise hits every variant alike).
 
 use context_cascade::ContextManager;
-use context_cascade::config::{Budget, CascadeConfig};
 use context_cascade::estimate::Estimator;
 use context_cascade::format::{self, WriteOptions};
+use context_cascade::{Budget, CascadeConfig};
 use serde_json::Value;
 
 use crate::inputs::{self, Fixture};

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use context_cascade::markers::SUMMARY_PREFIX;
+use context_cascade::SUMMARY_PREFIX;
 use context_cascade::summarizer::SummaryRequest;
 use context_cascade::{
     Budget, CascadeConfig, ContextManager, Conversation, Report, Strategy, format,

@@ -8,10 +8,10 @@ use std::task::Poll;
 
 use context_cascade::BoxFuture;
 use context_cascade::Conversation;
+use context_cascade::SUMMARY_SECTIONS;
 use context_cascade::estimate::{ClassCounts, Weights};
-use context_cascade::llm::{Completion, Llm, LlmError};
-use context_cascade::markers::SUMMARY_SECTIONS;
 use context_cascade::summarizer::{Summarizer, SummaryError, SummaryRequest};
+use context_cascade::{Completion, Llm, LlmError};
 
 /// The answer of one scripted LLM call.
 pub type LlmAnswer = Result<Completion<String>, LlmError>;

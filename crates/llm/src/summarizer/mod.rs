@@ -10,8 +10,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use context_cascade::BoxFuture;
+use context_cascade::LlmError;
 use context_cascade::estimate::Estimator;
-use context_cascade::llm::LlmError;
 use context_cascade::summarizer::{
     Summarizer, SummaryError, SummaryRequest, section_heading, split_sections, validate,
 };
@@ -261,7 +261,7 @@ fn clean_answer(text: &str) -> &str {
         .rfind("</think>")
         .map_or(text, |end| &text[end + "</think>".len()..]);
     let text = text.trim();
-    text.strip_prefix(context_cascade::markers::SUMMARY_PREFIX)
+    text.strip_prefix(context_cascade::SUMMARY_PREFIX)
         .map_or(text, str::trim)
 }
 

@@ -3,9 +3,9 @@
 
 use std::fmt::Write as _;
 
+use context_cascade::Block;
 use context_cascade::Message;
-use context_cascade::conversation::Block;
-use context_cascade::markers::SUMMARY_SECTIONS;
+use context_cascade::SUMMARY_SECTIONS;
 use context_cascade::summarizer::{SummaryRequest, section_heading};
 
 /// How much of each part of the history the transcript keeps.
@@ -180,7 +180,7 @@ pub fn shorten(text: &str, max_chars: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use context_cascade::conversation::ToolResult;
+    use context_cascade::ToolResult;
     use context_cascade::{Role, Shape};
     use serde_json::Map;
 
