@@ -3,7 +3,7 @@
 //! Every character counts by its class (ASCII letters, digits, whitespace, other ASCII,
 //! non-ASCII), plus a fixed cost per message and per binary block. The class counts are what
 //! a message caches; weights are applied afterwards, so changing weights or calibrating never
-//! re-reads the text. Calibration (see [`crate::calibrate`]) scales the prior to what the
+//! re-reads the text. Calibration (see [`crate::Calibration`]) scales the prior to what the
 //! provider really counts.
 
 use crate::conversation::{Conversation, Message};
