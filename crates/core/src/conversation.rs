@@ -84,6 +84,7 @@ pub enum Shape {
 /// A text block (OpenAI text part, Anthropic text block, or string content).
 #[derive(Debug, Clone, PartialEq)]
 pub struct TextBlock {
+    /// The text.
     pub text: String,
     /// Other keys of the part (`type`, `cache_control`, `citations`, ...), in order.
     pub fields: Map<String, Value>,
@@ -162,6 +163,7 @@ impl ToolResult {
 /// A block the cascade does not look into, kept exactly as it came.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Opaque {
+    /// The block exactly as it came, written back unchanged.
     pub raw: Value,
 }
 

@@ -108,7 +108,9 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 pub use calibrate::{Calibration, Scale};
 pub use config::{Budget, CascadeConfig};
-pub use conversation::{Block, Conversation, Format, Message, Role, Shape, ToolCall, ToolResult};
+pub use conversation::{
+    Block, Conversation, Format, Message, Opaque, Role, Shape, TextBlock, ToolCall, ToolResult,
+};
 pub use engine::ContextManager;
 pub use error::{Error, ParseError};
 pub use escalation::{OldResults, Recovery, Tail};
