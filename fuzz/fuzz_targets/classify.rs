@@ -10,7 +10,7 @@ fuzz_target!(|data: &[u8]| {
         _ => (None, data),
     };
     let body = String::from_utf8_lossy(body);
-    if let Some(overflow) = context_cascade::overflow::classify(status, &body) {
+    if let Some(overflow) = context_cascade::classify(status, &body) {
         assert_ne!(overflow.limit_tokens, Some(0), "limit 0 from {body:?}");
     }
 });

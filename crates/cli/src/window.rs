@@ -1,8 +1,8 @@
 //! Which window a command works against: `--window`, else the catalog entry of `--model`
 //! or of the body's `model`, else the catalog's default (with a warning).
 
+use context_cascade::Budget;
 use context_cascade::catalog::{Catalog, DEFAULT_CONTEXT_WINDOW, MatchKind, ModelEntry};
-use context_cascade::config::Budget;
 use context_cascade::{CascadeConfig, ContextManager, Conversation};
 
 /// The window flags shared by `inspect`, `compact` and `replay`.

@@ -6,17 +6,19 @@
 //! `cargo bench -p context_cascade --bench prepare`; `bench/run.sh` prints the same ratios,
 //! measured side by side, with min/median/max.
 
+// Shared with bench_report (whose items are `pub` for its other modules); a benchmark may
+// panic on a fixture it cannot read.
+#[allow(dead_code, unreachable_pub, clippy::unwrap_used, clippy::expect_used)]
 #[path = "../../bench/src/bin/bench_report/inputs.rs"]
-#[allow(dead_code)]
 mod inputs;
 
 use std::hint::black_box;
 use std::time::Duration;
 
 use context_cascade::ContextManager;
-use context_cascade::config::{Budget, CascadeConfig};
 use context_cascade::estimate::Estimator;
 use context_cascade::format::{self, WriteOptions};
+use context_cascade::{Budget, CascadeConfig};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use serde_json::Value;
 

@@ -63,6 +63,7 @@ fn near(obs: f64, reference: f64) -> bool {
 }
 
 impl Calibration {
+    /// An empty calibration: no model observed yet.
     pub fn new() -> Self {
         Self::default()
     }

@@ -90,8 +90,11 @@ pub enum CatalogError {
     /// An entry's values make no sense; `index` counts `[[model]]` tables from 1.
     #[error("catalog entry {index} ({id}): {problem}")]
     Entry {
+        /// The entry's position, counting `[[model]]` tables from 1.
         index: usize,
+        /// The entry's id.
         id: String,
+        /// What is wrong with it.
         problem: String,
     },
 }

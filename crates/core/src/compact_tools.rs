@@ -13,11 +13,11 @@ use crate::conversation::{Block, Conversation, Role, Shape, ToolCall};
 use crate::estimate::ClassCounts;
 use crate::markers::COMPACTED;
 use crate::report::{Step, Strategy};
-use crate::step::{Measure, StepContext};
+use crate::step::{Changes, Measure, Stamp, StepContext};
 
 /// When ② runs and how far it goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CompactMode {
+pub(crate) enum CompactMode {
     /// Above the headroom ratio, down to the low watermark (Layer 1).
     Watermark,
     /// Every eligible result, whatever the estimate (recovery attempt 3).
@@ -25,7 +25,7 @@ pub enum CompactMode {
 }
 
 /// Applies ②. Returns the step, or `None` when nothing was compacted.
-pub fn compact_tool_results(
+pub(crate) fn compact_tool_results(
     conversation: &mut Conversation,
     cx: &StepContext<'_>,
     mode: CompactMode,
@@ -83,12 +83,12 @@ pub fn compact_tool_results(
     Some(measure.finish(
         cx,
         conversation,
-        Strategy::CompactToolResults,
-        None,
-        affected.len(),
-        0,
-        chars_added,
-        target,
+        Stamp::of(Strategy::CompactToolResults, target),
+        Changes {
+            messages_affected: affected.len(),
+            messages_removed: 0,
+            chars_added,
+        },
         format!("{compacted} tool result(s) compacted"),
     ))
 }

@@ -40,7 +40,7 @@ pub struct CascadeConfig {
     /// EMA with `ema_alpha`. Above 0: the scale is the size-weighted `Σ real / Σ prior`
     /// (decaying by `1 − ema_alpha` per observation) in which the starting scale counts as
     /// this many prior tokens, so a small request moves it little (32,000 measured best;
-    /// see [`crate::calibrate`]).
+    /// see calibrate.rs).
     pub calibration_prior_tokens: f64,
     /// Observations (real / prior) are clamped to this range.
     pub ema_clamp: (f64, f64),
@@ -83,11 +83,14 @@ impl Default for CascadeConfig {
 /// The window a request must fit: W (context window) less R (output reserve).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct Budget {
+    /// W: the model's context window, in tokens.
     pub window: u64,
+    /// R: the tokens reserved for the model's output.
     pub reserve: u64,
 }
 
 impl Budget {
+    /// A budget of `window` tokens with `reserve` kept for the output.
     pub fn new(window: u64, reserve: u64) -> Self {
         Budget { window, reserve }
     }

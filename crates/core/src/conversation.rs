@@ -9,18 +9,24 @@ use std::sync::OnceLock;
 
 use serde_json::{Map, Value};
 
-use crate::estimate::ClassCounts;
+use crate::counts::{ClassCounts, add_json};
 
 /// Who speaks a message. `Developer` (OpenAI's newer name for system) and `Function` (the
 /// legacy OpenAI function-result role) are kept apart so that they round-trip.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
+    /// A system message (Anthropic's top-level `system` is read as one).
     System,
+    /// An OpenAI developer message (a system message by another name).
     Developer,
+    /// A user message (Anthropic tool results come as user messages).
     User,
+    /// An assistant message, with its tool calls.
     Assistant,
+    /// An OpenAI `tool` message: one tool result.
     Tool,
+    /// A legacy OpenAI `function` message: one function result.
     Function,
 }
 
@@ -78,6 +84,7 @@ pub enum Shape {
 /// A text block (OpenAI text part, Anthropic text block, or string content).
 #[derive(Debug, Clone, PartialEq)]
 pub struct TextBlock {
+    /// The text.
     pub text: String,
     /// Other keys of the part (`type`, `cache_control`, `citations`, ...), in order.
     pub fields: Map<String, Value>,
@@ -86,7 +93,9 @@ pub struct TextBlock {
 /// A tool call made by the assistant.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolCall {
+    /// The call id the result answers.
     pub id: String,
+    /// The tool's name.
     pub name: String,
     /// OpenAI: the raw `arguments` string (kept as a `Value::String`, byte for byte, even if
     /// it is not valid JSON). Anthropic: the `input` object.
@@ -154,14 +163,18 @@ impl ToolResult {
 /// A block the cascade does not look into, kept exactly as it came.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Opaque {
+    /// The block exactly as it came, written back unchanged.
     pub raw: Value,
 }
 
 /// One content block.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Block {
+    /// Plain text.
     Text(TextBlock),
+    /// A tool call of an assistant message.
     ToolCall(ToolCall),
+    /// A tool result.
     ToolResult(ToolResult),
     /// Images, documents, audio, files: estimated as one binary block each.
     Binary(Opaque),
@@ -190,7 +203,7 @@ impl Block {
 }
 
 /// Joins the text blocks of a block list with newlines.
-pub fn join_text(blocks: &[Block]) -> String {
+pub(crate) fn join_text(blocks: &[Block]) -> String {
     let mut out = String::new();
     for text in blocks.iter().filter_map(Block::as_text) {
         if !out.is_empty() {
@@ -243,10 +256,12 @@ impl Message {
         Message::new(role, vec![Block::text(text)], Shape::String, Map::new())
     }
 
+    /// Who wrote the message.
     pub fn role(&self) -> Role {
         self.role
     }
 
+    /// The content blocks, in order.
     pub fn blocks(&self) -> &[Block] {
         &self.blocks
     }
@@ -344,6 +359,7 @@ pub enum Format {
 }
 
 impl Format {
+    /// The format's name, as reports and the CLI write it.
     pub fn as_str(self) -> &'static str {
         match self {
             Format::OpenAi => "openai",
@@ -361,7 +377,9 @@ impl Format {
 /// A whole request: its messages plus every other top-level field, kept in order.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Conversation {
+    /// The wire format the request was read from.
     pub format: Format,
+    /// The messages, in order.
     pub messages: Vec<Message>,
     /// Top-level keys of the request body other than the messages (`model`, `tools`,
     /// `max_tokens`, ...), in order; `messages` (and Anthropic's `system`) keep their place
@@ -431,6 +449,55 @@ impl Conversation {
             if let Some(Block::ToolResult(result)) = self.messages[m].blocks.get_mut(b) {
                 result.tool_name = Some(name);
             }
+        }
+    }
+}
+
+impl ClassCounts {
+    /// The counts of one message: its texts, tool calls, results and opaque blocks.
+    pub fn of_message(message: &Message) -> ClassCounts {
+        let mut counts = ClassCounts {
+            messages: 1,
+            ..ClassCounts::default()
+        };
+        add_blocks(&mut counts, message.blocks());
+        counts
+    }
+
+    /// The counts of some content blocks (a tool result's content, say).
+    pub fn of_blocks(blocks: &[Block]) -> ClassCounts {
+        let mut counts = ClassCounts::default();
+        add_blocks(&mut counts, blocks);
+        counts
+    }
+
+    /// The counts of a whole request: messages plus `tools` definitions.
+    pub fn of_conversation(conversation: &Conversation) -> ClassCounts {
+        let mut total = conversation
+            .messages
+            .iter()
+            .fold(ClassCounts::default(), |acc, m| acc + m.counts());
+        if let Some(tools) = conversation.tools() {
+            total += ClassCounts::of_json(tools);
+        }
+        total
+    }
+}
+
+fn add_blocks(counts: &mut ClassCounts, blocks: &[Block]) {
+    for block in blocks {
+        match block {
+            Block::Text(t) => *counts += ClassCounts::of_str(&t.text),
+            Block::ToolCall(call) => {
+                *counts += ClassCounts::of_str(&call.name);
+                match &call.arguments {
+                    Value::String(s) => *counts += ClassCounts::of_str(s),
+                    other => add_json(counts, other),
+                }
+            }
+            Block::ToolResult(result) => add_blocks(counts, &result.content),
+            Block::Binary(_) => counts.binary_blocks += 1,
+            Block::Thinking(o) | Block::Other(o) => add_json(counts, &o.raw),
         }
     }
 }

@@ -15,13 +15,13 @@ use crate::conversation::{Block, Conversation, Message, Role};
 use crate::markers;
 use crate::middle::KeepRules;
 use crate::prune::prune_with;
-use crate::report::{Step, Strategy};
-use crate::step::StepContext;
+use crate::report::Step;
+use crate::step::{Stamp, StepContext};
 use crate::summarize::{self, Failure, Plan};
 use crate::summarizer::Summarizer;
 
 /// Applies the first level of ⑤ that works, after ④ failed with `failure` on `plan`.
-pub async fn degrade(
+pub(crate) async fn degrade(
     conversation: &mut Conversation,
     cx: &StepContext<'_>,
     summarizer: &dyn Summarizer,
@@ -32,15 +32,9 @@ pub async fn degrade(
     if let Some(body) = partial_summary(&failure)
         && summarize::check(cx, &body, plan).is_ok()
     {
-        let step = summarize::write_summary(
-            conversation,
-            cx,
-            plan,
-            &body,
-            Strategy::Degrade,
-            Some(1),
-            "partial summary",
-        );
+        let stamp = Stamp::degraded(1, plan.target);
+        let step =
+            summarize::write_summary(conversation, cx, plan, &body, stamp, "partial summary");
         return Some(step);
     }
     let (messages, boundaries) = small_messages(conversation, cx, plan);
@@ -49,13 +43,13 @@ pub async fn degrade(
         summarize::summarize_messages(cx, summarizer, messages, &boundaries, previous, plan).await
     {
         let what = "summary of the small messages";
+        let stamp = Stamp::degraded(2, plan.target);
         return Some(summarize::write_summary(
             conversation,
             cx,
             plan,
             &body,
-            Strategy::Degrade,
-            Some(2),
+            stamp,
             what,
         ));
     }
@@ -64,24 +58,15 @@ pub async fn degrade(
 
 /// ⑤ level 3: the bare notice in place of the middle, keeping `recent` messages (and any
 /// earlier summary, which is all that is left of what came before).
-pub fn bare_notice(
+pub(crate) fn bare_notice(
     conversation: &mut Conversation,
     cx: &StepContext<'_>,
     recent: usize,
     target: u64,
 ) -> Option<Step> {
-    let rules = KeepRules {
-        recent,
-        keep_summaries: true,
-    };
-    prune_with(
-        conversation,
-        cx,
-        rules,
-        (Some(3), target),
-        Strategy::Degrade,
-        markers::bare_notice,
-    )
+    let rules = KeepRules::keeping(recent);
+    let stamp = Stamp::degraded(3, target);
+    prune_with(conversation, cx, rules, stamp, markers::bare_notice)
 }
 
 /// Level 1: the leading chunk summaries that succeeded, with the partial notice.

@@ -1,7 +1,7 @@
 //! The engine: composes the strategies into the cascade, and keeps the calibration.
 //!
 //! [`ContextManager::prepare`] is what an agent runs before every call (Layer 1, then the
-//! preemptive check); [`ContextManager::call`] (in [`crate::retry`]) runs the whole loop
+//! preemptive check); [`ContextManager::call`] (in retry.rs) runs the whole loop
 //! against an [`crate::llm::Llm`]. The engine only decides which strategy runs when, with
 //! which target; the strategies do the work and report it.
 
@@ -13,11 +13,12 @@ use crate::catalog::Catalog;
 use crate::compact_tools::{CompactMode, compact_tool_results};
 use crate::config::{Budget, CascadeConfig};
 use crate::conversation::{Block, Conversation};
+use crate::escalation::{self, Escalation, Goal, OldResults, Progress, Recovery};
 use crate::estimate::{ClassCounts, Estimator};
+use crate::middle::{KeepRules, Summaries};
 use crate::offline::OfflineSummarizer;
 use crate::prune::{prune_history, recent_messages};
 use crate::report::Report;
-use crate::retry::Recovery;
 use crate::step::StepContext;
 use crate::summarizer::Summarizer;
 use crate::truncate::{truncate_to_fit, truncate_tool_results};
@@ -76,6 +77,7 @@ impl ContextManager {
         self
     }
 
+    /// The configuration in force.
     pub fn config(&self) -> &CascadeConfig {
         &self.config
     }
@@ -157,7 +159,7 @@ impl ContextManager {
         self.pin_remember_requests(conversation);
         let cx = self.context(conversation, budget);
         let tokens = cx.tokens(conversation);
-        let format = conversation.format.as_str();
+        let format = conversation.format;
         Report::start(
             format,
             budget,
@@ -184,37 +186,32 @@ impl ContextManager {
         pinned
     }
 
-    /// Sync compaction, without a summarizer: Layer 1, then ③ (escalating to the bare
-    /// minimum) when the preemptive check fires.
+    /// Sync compaction, without a summarizer: Layer 1, then, when the preemptive check
+    /// fires, one summarizer-free pass at the first recovery target: ③, every old tool
+    /// result compacted, then ③ down to the shortest tail a summary would keep.
     pub fn compact(&self, conversation: &mut Conversation, budget: Budget) -> Report {
         let mut report = self.start_report(conversation, budget);
         self.layer1(conversation, budget, &mut report);
         if self.should_preemptive_compact(conversation, budget) {
-            let cx = self.context(conversation, budget);
+            let cx = self.context(conversation, budget).in_attempt(1);
             let target = budget.share(self.config.recovery_targets[0]);
             let recent = recent_messages(conversation, self.config.recent_messages);
-            let rules = middle::KeepRules {
-                recent,
-                keep_summaries: true,
-            };
+            let rules = KeepRules::keeping(recent);
             report
                 .steps
-                .extend(prune_history(conversation, &cx, rules, Some(1), target));
+                .extend(prune_history(conversation, &cx, rules, target));
             if cx.tokens(conversation) > target {
                 report
                     .steps
                     .extend(compact_tool_results(conversation, &cx, CompactMode::All));
             }
             if cx.tokens(conversation) > target
-                && let Some(plan) = summarize::plan(conversation, &cx, recent, target, true)
+                && let Some(plan) =
+                    summarize::plan(conversation, &cx, recent, target, Summaries::Keep)
             {
-                report.steps.extend(prune_history(
-                    conversation,
-                    &cx,
-                    plan.rules,
-                    Some(1),
-                    target,
-                ));
+                report
+                    .steps
+                    .extend(prune_history(conversation, &cx, plan.rules, target));
             }
         }
         self.finish(conversation, budget, &mut report);
@@ -222,25 +219,12 @@ impl ContextManager {
     }
 
     /// Layer 1, then the preemptive check → Layer 2/3: what an agent runs before each call.
+    /// A request still over E would be refused for sure, so the escalation goes on until it
+    /// fits (the retry loop's later attempts, without the calls).
     pub async fn prepare(&self, conversation: &mut Conversation, budget: Budget) -> Report {
-        let mut report = self.start_report(conversation, budget);
-        self.layer1(conversation, budget, &mut report);
-        if self.should_preemptive_compact(conversation, budget) {
-            self.recover_if_worth(conversation, budget, 1, &mut report)
-                .await;
-            // A request still over E would be refused for sure: escalate now rather than
-            // spend a call on it (the retry loop's later attempts, without the calls).
-            let mut attempt = 2;
-            while self.estimate(conversation) > budget.effective()
-                && self.retry_strategy(attempt).is_some()
-            {
-                self.recover_if_worth(conversation, budget, attempt, &mut report)
-                    .await;
-                attempt += 1;
-            }
-        }
-        self.finish(conversation, budget, &mut report);
-        report
+        let mut escalation = Escalation::new(&self.config, Goal::Under(1.0));
+        self.prepare_with(conversation, budget, &mut escalation)
+            .await
     }
 
     /// The whole cascade, escalating through the recovery attempts until the request is
@@ -252,15 +236,33 @@ impl ContextManager {
         conversation: &mut Conversation,
         budget: Budget,
     ) -> Report {
-        let mut report = self.prepare(conversation, budget).await;
-        let mut attempt = 2;
-        let threshold = budget.share(self.config.preemptive_ratio);
-        while report.tokens_after > threshold && self.retry_strategy(attempt).is_some() {
-            self.recover_if_worth(conversation, budget, attempt, &mut report)
+        let mut escalation = Escalation::new(&self.config, Goal::Under(1.0));
+        let mut report = self
+            .prepare_with(conversation, budget, &mut escalation)
+            .await;
+        if report.tokens_after > budget.share(self.config.preemptive_ratio) {
+            escalation.towards(Goal::Under(self.config.preemptive_ratio));
+            self.escalate(conversation, budget, &mut escalation, &mut report, 0.0)
                 .await;
             self.finish(conversation, budget, &mut report);
-            attempt += 1;
         }
+        report
+    }
+
+    /// Layer 1, then the first run of `escalation` when the preemptive check fires.
+    async fn prepare_with(
+        &self,
+        conversation: &mut Conversation,
+        budget: Budget,
+        escalation: &mut Escalation<'_>,
+    ) -> Report {
+        let mut report = self.start_report(conversation, budget);
+        self.layer1(conversation, budget, &mut report);
+        if self.should_preemptive_compact(conversation, budget) {
+            self.escalate(conversation, budget, escalation, &mut report, 0.0)
+                .await;
+        }
+        self.finish(conversation, budget, &mut report);
         report
     }
 
@@ -277,31 +279,59 @@ impl ContextManager {
         ));
     }
 
-    /// A recovery attempt before any call is kept only if it earns its rewrite: it frees at
-    /// least `min_gain` of the estimate, or brings a request over E under it. Otherwise the
-    /// conversation and the report are restored, so that shaving a few tokens never rewrites
-    /// the history (and a second compaction changes nothing).
-    async fn recover_if_worth(
+    /// One run of `escalation`: applies the attempts it hands out and keeps what earns its
+    /// rewrite by its rule, rolling back what never does (see [`crate::escalation`]).
+    /// Estimates use a multiplier of at least `floor`. Returns whether an attempt earned.
+    pub(crate) async fn escalate(
         &self,
         conversation: &mut Conversation,
         budget: Budget,
-        attempt: usize,
+        escalation: &mut Escalation<'_>,
         report: &mut Report,
-    ) {
-        let before = self.estimate(conversation);
-        let (saved, steps) = (conversation.clone(), report.steps.len());
-        self.recover(conversation, budget, attempt, report).await;
-        let after = self.estimate(conversation);
-        let freed = before.saturating_sub(after);
-        let fits_now = before > budget.effective() && after <= budget.effective();
-        if (freed as f64) < self.config.min_gain * before as f64 && !fits_now {
-            *conversation = saved;
-            report.steps.truncate(steps);
+        floor: f64,
+    ) -> bool {
+        let measure = |c: &Conversation| self.context_at_least(c, budget, floor).tokens(c);
+        let mut progress = Progress {
+            kept_tokens: measure(conversation),
+            ran: 0,
+            earned: false,
+        };
+        let mut kept = (conversation.clone(), report.steps.len());
+        while let Some((attempt, recovery)) = escalation.next(progress, budget) {
+            let cx = self
+                .context_at_least(conversation, budget, floor)
+                .in_attempt(attempt);
+            self.apply(conversation, &cx, recovery, report).await;
+            progress.ran += 1;
+            let now = measure(conversation);
+            if escalation.earns(progress.kept_tokens, now, budget) {
+                progress.kept_tokens = now;
+                progress.earned = true;
+                kept = (conversation.clone(), report.steps.len());
+            } else {
+                tracing::info!(
+                    attempt,
+                    freed = progress.kept_tokens.saturating_sub(now),
+                    "recovery step freed too little; escalating without a call"
+                );
+            }
         }
+        // What never earned its rewrite is undone.
+        if report.steps.len() != kept.1 {
+            *conversation = kept.0;
+            report.steps.truncate(kept.1);
+        }
+        progress.earned
     }
 
-    /// Applies recovery attempt `attempt` (see [`ContextManager::retry_strategy`]),
-    /// appending what it did to `report`.
+    /// What recovery attempt `attempt` (1-based) does; `None` past the last one (SPEC's
+    /// getRetryStrategy).
+    pub fn retry_strategy(&self, attempt: usize) -> Option<Recovery> {
+        escalation::rung(&self.config, attempt)
+    }
+
+    /// Applies recovery attempt `attempt` (see [`ContextManager::retry_strategy`]) once,
+    /// whatever it frees, appending what it did to `report`.
     pub async fn recover(
         &self,
         conversation: &mut Conversation,
@@ -309,56 +339,50 @@ impl ContextManager {
         attempt: usize,
         report: &mut Report,
     ) {
-        self.recover_at_least(conversation, budget, attempt, report, 0.0)
-            .await
-    }
-
-    /// [`ContextManager::recover`] with the estimate's multiplier at least `floor`.
-    pub(crate) async fn recover_at_least(
-        &self,
-        conversation: &mut Conversation,
-        budget: Budget,
-        attempt: usize,
-        report: &mut Report,
-        floor: f64,
-    ) {
         let Some(recovery) = self.retry_strategy(attempt) else {
             return;
         };
-        let cx = self.context_at_least(conversation, budget, floor);
-        let level = Some(attempt.min(u8::MAX as usize) as u8);
-        let summarizer = self.summarizer.as_ref();
+        let attempt = u8::try_from(attempt).unwrap_or(u8::MAX);
+        let cx = self.context(conversation, budget).in_attempt(attempt);
+        self.apply(conversation, &cx, recovery, report).await
+    }
+
+    /// Applies one recovery step in the context of its attempt.
+    async fn apply(
+        &self,
+        conversation: &mut Conversation,
+        cx: &StepContext<'_>,
+        recovery: Recovery,
+        report: &mut Report,
+    ) {
+        let budget = cx.budget;
         let recent = recent_messages(conversation, self.config.recent_messages);
         match recovery {
             Recovery::PruneThenSummarize { target } => {
                 let target = budget.share(target);
                 let mut pruned = conversation.clone();
-                let rules = middle::KeepRules {
-                    recent,
-                    keep_summaries: true,
-                };
-                let step = prune_history(&mut pruned, &cx, rules, level, target);
+                let rules = KeepRules::keeping(recent);
+                let step = prune_history(&mut pruned, cx, rules, target);
                 if step.is_some() && cx.tokens(&pruned) <= target {
                     *conversation = pruned;
                     report.steps.extend(step);
                 } else {
-                    self.summarize(conversation, &cx, summarizer, recent, target, level, report)
+                    self.summarize(conversation, cx, recent, target, report)
                         .await;
                 }
             }
             Recovery::Summarize {
                 target,
-                halve_recent,
-                compact_all,
+                tail,
+                old_results,
             } => {
-                if compact_all {
+                if old_results == OldResults::Compact {
                     report
                         .steps
-                        .extend(compact_tool_results(conversation, &cx, CompactMode::All));
+                        .extend(compact_tool_results(conversation, cx, CompactMode::All));
                 }
-                let recent = if halve_recent { recent / 2 } else { recent };
                 let target = budget.share(target);
-                self.summarize(conversation, &cx, summarizer, recent, target, level, report)
+                self.summarize(conversation, cx, tail.of(recent), target, report)
                     .await;
             }
             Recovery::BareNotice => {
@@ -369,30 +393,30 @@ impl ContextManager {
                 let cut_to = budget.share(self.config.recovery_targets[0]);
                 report
                     .steps
-                    .extend(degrade::bare_notice(conversation, &cx, 0, target));
+                    .extend(degrade::bare_notice(conversation, cx, 0, target));
                 report
                     .steps
-                    .extend(truncate_to_fit(conversation, &cx, cut_to, level));
+                    .extend(truncate_to_fit(conversation, cx, cut_to));
             }
         }
     }
 
-    /// ④ with the longest tail that fits, falling back through ⑤ when it fails.
-    #[allow(clippy::too_many_arguments)]
+    /// ④ keeping at most `recent` messages, down to `target` tokens, with the longest tail
+    /// that fits; falls back through ⑤ when it fails.
     async fn summarize(
         &self,
         conversation: &mut Conversation,
         cx: &StepContext<'_>,
-        summarizer: &dyn Summarizer,
         recent: usize,
         target: u64,
-        level: Option<u8>,
         report: &mut Report,
     ) {
-        let Some(plan) = summarize::plan(conversation, cx, recent, target, false) else {
+        let summarizer = self.summarizer.as_ref();
+        let Some(plan) = summarize::plan(conversation, cx, recent, target, Summaries::Update)
+        else {
             return;
         };
-        match summarize::summarize_history(conversation, cx, summarizer, &plan, level).await {
+        match summarize::summarize_history(conversation, cx, summarizer, &plan).await {
             Ok(step) => report.steps.push(step),
             Err(failure) => {
                 report

@@ -2,7 +2,7 @@
 //!
 //! Keeps a long LLM agent conversation inside the model's context window without losing
 //! what matters. Five strategies, cheapest first; each is a plain function over a
-//! [`Conversation`] and a [`Budget`] that reports what it did as a [`report::Step`]:
+//! [`Conversation`] and a [`Budget`] that reports what it did as a [`Step`]:
 //!
 //! ```text
 //!  before every call (Layer 1)          E = window − output reserve
@@ -16,15 +16,39 @@
 //!  │ ④ summarize the middle       │  nine sections, chunked, via a Summarizer (summarize.rs)
 //!  │ ⑤ degrade                    │  partial summary → small messages → bare notice (degrade.rs)
 //!  └──────────────┬───────────────┘
-//!                 │ call again: at most 5 calls, escalating (retry.rs)
+//!                 │ escalating one attempt at a time (escalation.rs);
+//!                 │ call again: at most 5 calls (retry.rs)
 //!                 ▼
 //!  calibrate the estimate from the tokens the provider reports (calibrate.rs)
 //! ```
 //!
-//! [`ContextManager`] (engine.rs) composes them: `prepare` before each call, `call` for the
-//! whole retry loop over an [`llm::Llm`]. The core does no I/O: summaries go through the
-//! [`summarizer::Summarizer`] trait (the deterministic [`offline::OfflineSummarizer`] ships
-//! here; an LLM-backed one lives in `cascade-llm`).
+//! [`ContextManager`] (engine.rs) composes them: `prepare` before each call,
+//! `compact_with_summary` for a one-off compaction, `call` for the whole retry loop over an
+//! [`Llm`]. All three walk one escalation policy (escalation.rs): the same ladder of
+//! [`Recovery`] attempts, and one rule for whether an attempt's rewrite is kept. The core
+//! does no I/O: summaries go through the [`summarizer::Summarizer`] trait (the
+//! deterministic [`OfflineSummarizer`] ships here; an LLM-backed one lives in
+//! `cascade-llm`).
+//!
+//! ## The public surface
+//!
+//! * At the root: the conversation model ([`Conversation`], [`Message`], [`Block`],
+//!   [`Role`], [`Format`], ...), [`Budget`] and [`CascadeConfig`], [`ContextManager`] and
+//!   what it returns ([`Report`], [`Step`], [`Strategy`], [`Called`], [`CallError`],
+//!   [`Recovery`]), the [`Llm`] trait with [`Completion`] and [`LlmError`], [`classify`]
+//!   and [`Overflow`] for provider errors, [`Calibration`], [`RememberPolicy`],
+//!   [`OfflineSummarizer`], [`BoxFuture`], the errors, and the marker strings the cascade
+//!   writes ([`SUMMARY_PREFIX`], [`COMPACTED`], [`TRUNCATED`], [`RESULT_REMOVED`],
+//!   [`SUMMARY_SECTIONS`]).
+//! * Five namespaces for concepts with several parts: [`format`](mod@format) (reading and writing the
+//!   wire formats), [`estimate`] (the token estimate, and `estimate::exact` with the
+//!   `exact` feature), [`summarizer`] (the trait, its request and errors, the section
+//!   helpers), [`catalog`] (context windows and token scales of known models) and
+//!   [`tool_names`] (which tool results ② may compact).
+//!
+//! Everything else (the strategies, the middle of the history they share, the step
+//! bookkeeping, the markers, the tool-pair repair, the escalation policy) is private to
+//! the crate and reached through [`ContextManager`].
 //!
 //! ```
 //! use context_cascade::{Budget, CascadeConfig, ContextManager, format};
@@ -44,36 +68,59 @@
 //! # Ok::<(), context_cascade::ParseError>(())
 //! ```
 
-pub mod calibrate;
+// The public surface: five namespaces for concepts with several parts, the rest at the
+// root. Every other module is an implementation detail of the cascade.
 pub mod catalog;
-pub mod compact_tools;
-pub mod config;
-pub mod conversation;
-pub mod degrade;
-pub mod engine;
-pub mod error;
 pub mod estimate;
 pub mod format;
-pub mod llm;
-pub mod markers;
-pub mod middle;
-pub mod offline;
-pub mod overflow;
-pub mod prune;
-pub mod remember;
-pub mod repair;
 pub mod replay;
-pub mod report;
-pub mod retry;
-pub mod step;
-pub mod summarize;
 pub mod summarizer;
 pub mod tool_names;
-pub mod truncate;
 
+mod calibrate;
+mod compact_tools;
+mod config;
+mod conversation;
+mod counts;
+mod degrade;
+mod engine;
+mod error;
+mod escalation;
+mod llm;
+mod markers;
+mod middle;
+mod offline;
+mod overflow;
+mod prune;
+mod remember;
+mod repair;
+mod report;
+mod retry;
+mod step;
+mod summarize;
+mod truncate;
+
+use std::future::Future;
+use std::pin::Pin;
+
+/// A boxed, sendable future (what the async methods of [`summarizer::Summarizer`] and
+/// [`Llm`] return).
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+pub use calibrate::{Calibration, Scale};
 pub use config::{Budget, CascadeConfig};
-pub use conversation::{Block, Conversation, Format, Message, Role, Shape, ToolCall, ToolResult};
+pub use conversation::{
+    Block, Conversation, Format, Message, Opaque, Role, Shape, TextBlock, ToolCall, ToolResult,
+};
 pub use engine::ContextManager;
 pub use error::{Error, ParseError};
+pub use escalation::{OldResults, Recovery, Tail};
+pub use llm::{Completion, Llm, LlmError};
+pub use markers::{
+    COMPACTED, RESULT_REMOVED, SUMMARY_PREFIX, SUMMARY_SECTIONS, TRUNCATED, is_cascade_notice,
+};
+pub use offline::{OfflineConfig, OfflineSummarizer};
+pub use overflow::{Overflow, classify};
+pub use remember::RememberPolicy;
 pub use report::{Report, Step, Strategy};
-pub use retry::{CallError, Called, Recovery};
+pub use retry::{CallError, Called};

@@ -6,14 +6,16 @@
 //! [`crate::overflow::classify`] recognises is an overflow and is recovered from; anything
 //! else goes back to the caller untouched.
 
+use crate::BoxFuture;
 use crate::conversation::Conversation;
-use crate::summarizer::BoxFuture;
 
 /// A successful call: the implementation's output and the prompt tokens the provider
 /// reported (`usage.prompt_tokens`, `usage.input_tokens` + cache tokens), when it did.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Completion<T> {
+    /// What the call returned.
     pub output: T,
+    /// The prompt tokens the provider reports having counted, if it does.
     pub prompt_tokens: Option<u64>,
 }
 
@@ -24,8 +26,11 @@ pub enum LlmError {
     /// proxy) can pass a non-overflow error on exactly as it came.
     #[error("provider answered HTTP {status}: {}", preview(body))]
     Status {
+        /// The HTTP status.
         status: u16,
+        /// The response headers.
         headers: Vec<(String, String)>,
+        /// The response body.
         body: String,
     },
     /// The provider could not be reached, or the connection broke.

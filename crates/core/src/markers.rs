@@ -10,24 +10,24 @@ pub const RESULT_REMOVED: &str = "[tool result removed during context compaction
 pub const SUMMARY_PREFIX: &str = "[context summary]";
 
 /// ③ the notice put where messages were removed.
-pub fn pruned_notice(removed: usize) -> String {
+pub(crate) fn pruned_notice(removed: usize) -> String {
     format!("[context compacted: {removed} earlier messages removed]")
 }
 
 /// ⑤ level 3: the bare notice.
-pub fn bare_notice(removed: usize) -> String {
+pub(crate) fn bare_notice(removed: usize) -> String {
     format!("[context compacted: {removed} earlier messages removed; summary unavailable]")
 }
 
 /// ⑤ level 1: appended to the chunk summaries that succeeded.
-pub fn partial_notice(succeeded: usize, total: usize) -> String {
+pub(crate) fn partial_notice(succeeded: usize, total: usize) -> String {
     format!(
         "[partial summary: chunks 1-{succeeded} of {total} summarized; the rest could not be processed]"
     )
 }
 
 /// ⑤ level 2: stands for a large message left out of the summary.
-pub fn omitted_notice(role: &str, tokens: u64) -> String {
+pub(crate) fn omitted_notice(role: &str, tokens: u64) -> String {
     format!("[large {role} message (~{tokens} tokens) omitted from summary]")
 }
 

@@ -13,17 +13,35 @@ use crate::markers::{self, SUMMARY_PREFIX};
 
 /// What a strategy keeps besides the irreducible messages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct KeepRules {
+pub(crate) struct KeepRules {
     /// Recent messages kept before the current one (SPEC: N = min(6, ⌊total/3⌋)).
     pub recent: usize,
-    /// Keep earlier `[context summary]` messages (③ and ⑤ level 3); ④ takes them as the
-    /// previous summary instead.
-    pub keep_summaries: bool,
+    /// What becomes of earlier `[context summary]` messages in the middle.
+    pub summaries: Summaries,
+}
+
+impl KeepRules {
+    /// `recent` messages, earlier summaries kept (③ and ⑤ level 3).
+    pub(crate) fn keeping(recent: usize) -> Self {
+        KeepRules {
+            recent,
+            summaries: Summaries::Keep,
+        }
+    }
+}
+
+/// What a strategy does with an earlier `[context summary]` in the range it replaces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Summaries {
+    /// Kept where it stands (③ and ⑤ level 3: all that is left of what came before).
+    Keep,
+    /// Handed to the summarizer as the previous summary to update (④).
+    Update,
 }
 
 /// How one message stands in the split.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Fate {
+pub(crate) enum Fate {
     Keep,
     Remove,
     /// An earlier notice of the cascade, folded into the new one.
@@ -34,7 +52,7 @@ pub enum Fate {
 
 /// The middle of one conversation, for a given tail length.
 #[derive(Debug, Clone)]
-pub struct Split {
+pub(crate) struct Split {
     pub fates: Vec<Fate>,
     /// Where the replacement message goes: the place of the first message taken out.
     pub insert_at: usize,
@@ -46,18 +64,18 @@ pub struct Split {
 
 impl Split {
     /// Messages the new notice reports as removed in all.
-    pub fn total_removed(&self) -> usize {
+    pub(crate) fn total_removed(&self) -> usize {
         self.removed + self.removed_before
     }
 
     /// Whether the split takes out anything new. Folding old notices, or re-summarizing an
     /// old summary, with nothing new beside them would only rewrite what is there.
-    pub fn is_effective(&self) -> bool {
+    pub(crate) fn is_effective(&self) -> bool {
         self.removed > 0
     }
 
     /// The messages taken out that a summary stands for (not the notices and summaries).
-    pub fn removed_messages<'a>(
+    pub(crate) fn removed_messages<'a>(
         &'a self,
         conversation: &'a Conversation,
     ) -> impl Iterator<Item = (usize, &'a Message)> {
@@ -69,7 +87,7 @@ impl Split {
     }
 
     /// The text of the earlier summaries taken out, without their first line.
-    pub fn previous_summary(&self, conversation: &Conversation) -> Option<String> {
+    pub(crate) fn previous_summary(&self, conversation: &Conversation) -> Option<String> {
         let parts: Vec<String> = conversation
             .messages
             .iter()
@@ -87,7 +105,7 @@ impl Split {
     }
 
     /// Replaces everything taken out with `replacement`, at [`Split::insert_at`].
-    pub fn apply(&self, conversation: &mut Conversation, replacement: Message) {
+    pub(crate) fn apply(&self, conversation: &mut Conversation, replacement: Message) {
         let messages = std::mem::take(&mut conversation.messages);
         let mut out = Vec::with_capacity(messages.len() + 1);
         let mut replacement = Some(replacement);
@@ -107,7 +125,7 @@ impl Split {
 
 /// For every message, the index of the message that opened its tool exchange: itself,
 /// or for a tool result the assistant message that issued the call.
-pub fn exchange_starts(conversation: &Conversation) -> Vec<usize> {
+pub(crate) fn exchange_starts(conversation: &Conversation) -> Vec<usize> {
     let messages = &conversation.messages;
     let mut starts: Vec<usize> = (0..messages.len()).collect();
     for index in 1..messages.len() {
@@ -133,7 +151,7 @@ pub fn exchange_starts(conversation: &Conversation) -> Vec<usize> {
 
 /// The messages no strategy may take out: system, first user, pinned, current, with the
 /// tool exchanges they belong to (a kept result keeps its call; a kept call, its results).
-pub fn irreducible(conversation: &Conversation, starts: &[usize]) -> Vec<bool> {
+pub(crate) fn irreducible(conversation: &Conversation, starts: &[usize]) -> Vec<bool> {
     let messages = &conversation.messages;
     let n = messages.len();
     let first_user = conversation.first_user_index();
@@ -157,9 +175,17 @@ pub fn irreducible(conversation: &Conversation, starts: &[usize]) -> Vec<bool> {
     keep
 }
 
+impl Conversation {
+    /// For every message, whether no strategy may take it out: system, first user, pinned
+    /// and current messages, with the tool exchanges they belong to.
+    pub fn irreducible(&self) -> Vec<bool> {
+        irreducible(self, &exchange_starts(self))
+    }
+}
+
 /// Where the kept tail starts for `recent` messages before the current one, moved back so
 /// that it does not start inside a tool exchange.
-pub fn tail_start(starts: &[usize], recent: usize) -> usize {
+pub(crate) fn tail_start(starts: &[usize], recent: usize) -> usize {
     let n = starts.len();
     if n == 0 {
         return 0;
@@ -175,7 +201,7 @@ pub fn tail_start(starts: &[usize], recent: usize) -> usize {
 /// tokens when the rest of the middle is replaced by a message of `replacement` tokens:
 /// ③ cuts to its target in one step instead of throwing away more than it must. `tokens`
 /// are the messages' estimates, `fixed` what the request costs besides them (tools).
-pub fn longest_tail(
+pub(crate) fn longest_tail(
     starts: &[usize],
     protected: &[bool],
     tokens: &[f64],
@@ -226,13 +252,13 @@ fn notice_count(message: &Message) -> Option<usize> {
 }
 
 /// Whether a message is a summary the cascade wrote.
-pub fn is_summary(message: &Message) -> bool {
+pub(crate) fn is_summary(message: &Message) -> bool {
     message.role() == Role::User
         && matches!(message.blocks().first(), Some(Block::Text(t)) if t.text.starts_with(SUMMARY_PREFIX))
 }
 
 /// Splits the conversation for a tail of `rules.recent` messages.
-pub fn split(
+pub(crate) fn split(
     conversation: &Conversation,
     starts: &[usize],
     protected: &[bool],
@@ -252,7 +278,7 @@ pub fn split(
             removed_before += count;
             Fate::FoldNotice
         } else if is_summary(message) {
-            if rules.keep_summaries {
+            if rules.summaries == Summaries::Keep {
                 continue;
             }
             Fate::PreviousSummary
@@ -272,12 +298,12 @@ pub fn split(
 }
 
 /// The notice ③ writes in place of the messages it removed.
-pub fn notice_message(removed: usize) -> Message {
+pub(crate) fn notice_message(removed: usize) -> Message {
     Message::text(Role::User, markers::pruned_notice(removed))
 }
 
 /// The message ④ writes: `[context summary]` then the summary.
-pub fn summary_message(body: &str) -> Message {
+pub(crate) fn summary_message(body: &str) -> Message {
     Message::text(Role::User, format!("{SUMMARY_PREFIX}\n{}", body.trim()))
 }
 
@@ -321,15 +347,7 @@ mod tests {
         let c = conversation();
         let starts = exchange_starts(&c);
         let protected = irreducible(&c, &starts);
-        let s = split(
-            &c,
-            &starts,
-            &protected,
-            KeepRules {
-                recent: 1,
-                keep_summaries: true,
-            },
-        );
+        let s = split(&c, &starts, &protected, KeepRules::keeping(1));
         assert_eq!(s.removed, 3);
         assert_eq!(s.removed_before, 4);
         assert_eq!(s.insert_at, 2);

@@ -10,15 +10,12 @@
 //! out: no clock, no hashing order.
 //!
 //! ```
-//! use context_cascade::offline::OfflineSummarizer;
+//! use context_cascade::OfflineSummarizer;
 //! use context_cascade::summarizer::{Summarizer, SummaryRequest};
 //! use context_cascade::{Message, Role};
 //!
-//! let request = SummaryRequest {
-//!     messages: vec![Message::text(Role::User, "Fix the failing test in src/lib.rs")],
-//!     max_tokens: 2_000,
-//!     ..SummaryRequest::default()
-//! };
+//! let messages = vec![Message::text(Role::User, "Fix the failing test in src/lib.rs")];
+//! let request = SummaryRequest::summarize(messages, 2_000);
 //! let summary = OfflineSummarizer::default().summarize_now(&request).unwrap();
 //! assert!(summary.starts_with("## 1. User intent and goals"));
 //! assert!(summary.contains("src/lib.rs"));
@@ -26,18 +23,15 @@
 
 mod excerpt;
 mod facts;
-#[cfg(test)]
-mod fixture_tests;
 mod merge;
 mod render;
 mod scan;
-#[cfg(test)]
-mod tests;
 mod tools;
 
+use crate::BoxFuture;
 use crate::estimate::Estimator;
 use crate::summarizer::{
-    BoxFuture, Summarizer, SummaryError, SummaryRequest, section_heading, split_sections,
+    Summarizer, SummaryError, SummaryRequest, section_heading, split_sections,
 };
 use facts::Gatherer;
 use merge::SectionMerge;
@@ -93,12 +87,12 @@ impl OfflineSummarizer {
         let c = self.config;
         // Excerpts keep as much as the largest rendering quotes; smaller ones cut them down.
         let mut gatherer = Gatherer::new(c.quote_chars, c.snippet_chars);
-        request.messages.iter().for_each(|m| gatherer.message(m));
+        request.messages().iter().for_each(|m| gatherer.message(m));
         let facts = gatherer.finish();
 
         let mut earlier: Vec<[Vec<String>; 9]> = Vec::new();
-        earlier.extend(request.previous_summary.as_deref().map(split_sections));
-        earlier.extend(request.partials.iter().map(|p| split_sections(p)));
+        earlier.extend(request.previous_summary().map(split_sections));
+        earlier.extend(request.partials().iter().map(|p| split_sections(p)));
         earlier.extend(facts.embedded_summaries.iter().map(|s| split_sections(s)));
 
         let mut level = Level {
@@ -112,7 +106,7 @@ impl OfflineSummarizer {
         for _ in 0..MAX_SHRINK_STEPS {
             let fresh = render::sections(&facts, level);
             let text = assemble(&earlier, fresh, level);
-            if tokens(&estimator, &text) <= request.max_tokens {
+            if tokens(&estimator, &text) <= request.max_tokens() {
                 return Ok(text);
             }
             let smaller = level.smaller();
@@ -123,12 +117,12 @@ impl OfflineSummarizer {
         }
         let bare = assemble(&[], Default::default(), level);
         let bare_tokens = tokens(&estimator, &bare);
-        if bare_tokens <= request.max_tokens {
+        if bare_tokens <= request.max_tokens() {
             return Ok(bare);
         }
         Err(SummaryError::TooLarge {
             summary: bare_tokens,
-            replaced: request.max_tokens,
+            replaced: request.max_tokens(),
         })
     }
 }

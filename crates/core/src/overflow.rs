@@ -255,7 +255,7 @@ fn output_leaves_room(limit: u64, output: u64) -> bool {
 /// alone fills the window all give `None`. Numbers are taken from the body when quoted.
 ///
 /// ```
-/// use context_cascade::overflow::classify;
+/// use context_cascade::classify;
 ///
 /// let body = r#"{"type":"error","error":{"type":"invalid_request_error",
 ///     "message":"prompt is too long: 201,337 tokens > 200000 maximum"}}"#;

@@ -12,21 +12,19 @@ use crate::estimate::{ClassCounts, Weights};
 use crate::middle::{self, Fate, KeepRules, Split};
 use crate::repair::repair_tool_pairs;
 use crate::report::{Step, Strategy};
-use crate::step::{Measure, StepContext};
+use crate::step::{Changes, Measure, Stamp, StepContext};
 
 /// SPEC's N for a conversation: min(`recent`, ⌊total/3⌋).
-pub fn recent_messages(conversation: &Conversation, recent: usize) -> usize {
+pub(crate) fn recent_messages(conversation: &Conversation, recent: usize) -> usize {
     recent.min(conversation.messages.len() / 3)
 }
 
 /// Applies ③ keeping at least `rules.recent` messages before the current one, and as many
-/// more as fit within `target` tokens. `level` is the recovery attempt that asked for it.
-/// Returns `None` when there is nothing to remove.
-pub fn prune_history(
+/// more as fit within `target` tokens. Returns `None` when there is nothing to remove.
+pub(crate) fn prune_history(
     conversation: &mut Conversation,
     cx: &StepContext<'_>,
     rules: KeepRules,
-    level: Option<u8>,
     target: u64,
 ) -> Option<Step> {
     let starts = middle::exchange_starts(conversation);
@@ -43,14 +41,8 @@ pub fn prune_history(
     let recent = middle::longest_tail(&starts, &protected, &tokens, fixed, rules.recent, target);
     let rules = KeepRules { recent, ..rules };
     let notice = crate::markers::pruned_notice;
-    prune_with(
-        conversation,
-        cx,
-        rules,
-        (level, target),
-        Strategy::PruneHistory,
-        notice,
-    )
+    let stamp = Stamp::of(Strategy::PruneHistory, target);
+    prune_with(conversation, cx, rules, stamp, notice)
 }
 
 /// ③'s removal with a given notice text (⑤ level 3 writes the "summary unavailable" one).
@@ -58,8 +50,7 @@ pub(crate) fn prune_with(
     conversation: &mut Conversation,
     cx: &StepContext<'_>,
     rules: KeepRules,
-    (level, target): (Option<u8>, u64),
-    strategy: Strategy,
+    stamp: Stamp,
     notice: fn(usize) -> String,
 ) -> Option<Step> {
     let starts = middle::exchange_starts(conversation);
@@ -82,7 +73,7 @@ pub(crate) fn prune_with(
         cx,
         &split,
         replacement,
-        (strategy, level, target),
+        stamp,
         &what,
     ))
 }
@@ -94,7 +85,7 @@ pub(crate) fn replace_middle(
     cx: &StepContext<'_>,
     split: &Split,
     replacement: Message,
-    (strategy, level, target): (Strategy, Option<u8>, u64),
+    stamp: Stamp,
     what: &str,
 ) -> Step {
     let measure = Measure::before(cx, conversation);
@@ -103,7 +94,7 @@ pub(crate) fn replace_middle(
     split.apply(conversation, replacement);
     let repair = repair_tool_pairs(conversation);
     tracing::info!(
-        strategy = strategy.as_str(),
+        strategy = stamp.strategy.as_str(),
         replaced,
         what,
         "history replaced"
@@ -115,12 +106,12 @@ pub(crate) fn replace_middle(
     measure.finish(
         cx,
         conversation,
-        strategy,
-        level,
-        replaced + repair.results_dropped,
-        replaced + repair.messages_removed,
-        chars_added + repair.chars_added,
-        target,
+        stamp,
+        Changes {
+            messages_affected: replaced + repair.results_dropped,
+            messages_removed: replaced + repair.messages_removed,
+            chars_added: chars_added + repair.chars_added,
+        },
         detail,
     )
 }

@@ -12,7 +12,7 @@
 //! `覚えています` "I remember").
 //!
 //! ```
-//! use context_cascade::remember::RememberPolicy;
+//! use context_cascade::RememberPolicy;
 //!
 //! let policy = RememberPolicy::default();
 //! assert!(policy.is_remember_request("Please remember: staging is read-only."));

@@ -16,7 +16,7 @@ use crate::markers::RESULT_REMOVED;
 
 /// What a repair changed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct RepairStats {
+pub(crate) struct RepairStats {
     pub results_dropped: usize,
     pub results_added: usize,
     pub messages_removed: usize,
@@ -25,7 +25,7 @@ pub struct RepairStats {
 }
 
 /// Repairs tool pairs in place.
-pub fn repair_tool_pairs(conversation: &mut Conversation) -> RepairStats {
+pub(crate) fn repair_tool_pairs(conversation: &mut Conversation) -> RepairStats {
     let messages = std::mem::take(&mut conversation.messages);
     let (messages, stats) = if conversation.format.is_openai_like() {
         repair_openai(messages)

@@ -1,6 +1,7 @@
 //! What the cascade did, as data: one [`Step`] per strategy applied.
 
 use crate::config::Budget;
+use crate::conversation::Format;
 
 /// The five strategies, cheapest first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
@@ -19,6 +20,7 @@ pub enum Strategy {
 }
 
 impl Strategy {
+    /// The strategy's name in reports (`truncate_tool_result`, ...).
     pub fn as_str(self) -> &'static str {
         match self {
             Strategy::TruncateToolResult => "truncate_tool_result",
@@ -33,8 +35,12 @@ impl Strategy {
 /// One strategy applied once.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Step {
+    /// The strategy applied.
     pub strategy: Strategy,
-    /// ⑤'s level (1–3), or the recovery attempt that ran ③/④ (1–4); `None` in Layer 1.
+    /// The recovery attempt (1–4) that ran the step; `None` in Layer 1.
+    pub attempt: Option<u8>,
+    /// ⑤'s level (1 partial summary, 2 summary of the small messages, 3 bare notice);
+    /// `None` for the other strategies.
     pub level: Option<u8>,
     /// Messages whose content changed or that were removed.
     pub messages_affected: usize,
@@ -46,8 +52,11 @@ pub struct Step {
     pub chars_removed: u64,
     /// Characters added (markers, notices, summaries).
     pub chars_added: u64,
+    /// Estimated tokens of the conversation before the step.
     pub tokens_before: u64,
+    /// Estimated tokens after it.
     pub tokens_after: u64,
+    /// `tokens_before − tokens_after`.
     pub tokens_freed: u64,
     /// The target of the step, in tokens.
     pub target_tokens: u64,
@@ -58,19 +67,28 @@ pub struct Step {
 /// Everything the cascade did to one conversation.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Report {
-    pub format: &'static str,
+    /// The wire format of the conversation (serialized as `"openai"`, `"anthropic"`,
+    /// `"bare"`).
+    pub format: Format,
+    /// W of the budget (the provider's, when it quoted a smaller one).
     pub window: u64,
+    /// R of the budget.
     pub reserve: u64,
+    /// Estimated tokens before the cascade.
     pub tokens_before: u64,
+    /// Estimated tokens after it.
     pub tokens_after: u64,
+    /// Messages before the cascade.
     pub messages_before: usize,
+    /// Messages after it.
     pub messages_after: usize,
+    /// Every step, in the order they ran.
     pub steps: Vec<Step>,
     /// The result fits E.
     pub fits: bool,
     /// A step degraded (summary unavailable or partial): never a clean success.
     pub degraded: bool,
-    /// LLM calls made by [`crate::engine::ContextManager::call`].
+    /// LLM calls made by [`crate::ContextManager::call`].
     pub calls: usize,
     /// Of those calls, how many the provider refused as a context overflow.
     pub overflows: usize,
@@ -83,7 +101,7 @@ pub struct Report {
 
 impl Report {
     pub(crate) fn start(
-        format: &'static str,
+        format: Format,
         budget: Budget,
         tokens: u64,
         messages: usize,
@@ -147,5 +165,24 @@ impl Report {
             .map(|(s, n)| format!("{}={n}", s.as_str()))
             .collect::<Vec<_>>()
             .join("; ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_format_serializes_as_its_wire_name() {
+        for (format, name) in [
+            (Format::OpenAi, "openai"),
+            (Format::Anthropic, "anthropic"),
+            (Format::Bare, "bare"),
+        ] {
+            let report = Report::start(format, Budget::new(100, 10), 5, 1, 1.0);
+            let json = serde_json::to_value(&report).unwrap();
+            assert_eq!(json["format"], name);
+            assert_eq!(format.as_str(), name);
+        }
     }
 }

@@ -9,37 +9,24 @@
 //!   other error    → returned untouched (rate limits are not overflows)
 //! ```
 //!
-//! Recovery escalates with the attempt: ③ (④ if ③ falls short) at 0.75·E; ④ at 0.6·E; ④
-//! at 0.5·E with half the recent messages and every old tool result compacted; ⑤'s bare
-//! notice keeping only the irreducible messages. A step that frees less than `min_gain` of
-//! the estimate does not earn a call: the next one runs at once.
+//! Recovery walks the ladder of [`crate::escalation`], one walk for the whole call: after
+//! each overflow the next attempts run until one earns its rewrite (frees at least
+//! `min_gain` of the refused request's estimate, counting the attempts before it that did
+//! not); a step that frees less does not earn a call, the next one runs at once.
 
 use crate::config::Budget;
 use crate::conversation::Conversation;
 use crate::engine::{ContextManager, model_of};
+use crate::escalation::{Escalation, Goal};
 use crate::llm::{Llm, LlmError};
 use crate::report::Report;
-
-/// What one recovery attempt does.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Recovery {
-    /// ③ keeping N recent messages; ④ at the same target when ③ does not reach it.
-    PruneThenSummarize { target: f64 },
-    /// ④ down to `target` (a share of E), optionally with half the recent messages and
-    /// every old tool result compacted first.
-    Summarize {
-        target: f64,
-        halve_recent: bool,
-        compact_all: bool,
-    },
-    /// ⑤ level 3, keeping only system, first user, pinned, summary and current messages.
-    BareNotice,
-}
 
 /// A successful call, with everything the cascade did to get it through.
 #[derive(Debug)]
 pub struct Called<T> {
+    /// What the LLM returned.
     pub output: T,
+    /// What the cascade did, calls and overflows included.
     pub report: Report,
 }
 
@@ -48,10 +35,18 @@ pub struct Called<T> {
 pub enum CallError {
     /// Every call overflowed, or no strategy could free more: the report lists each step.
     #[error("the request still overflows after {} call(s): {}", report.calls, report.reason.as_deref().unwrap_or("no strategy could free enough"))]
-    Exhausted { report: Report },
+    Exhausted {
+        /// Every step tried, with the reason.
+        report: Report,
+    },
     /// The provider failed for another reason (rate limit, auth, ...): passed on untouched.
     #[error("{error}")]
-    Llm { error: LlmError, report: Report },
+    Llm {
+        /// The provider's error, untouched.
+        error: LlmError,
+        /// What the cascade did before it.
+        report: Report,
+    },
 }
 
 impl CallError {
@@ -64,26 +59,6 @@ impl CallError {
 }
 
 impl ContextManager {
-    /// What recovery attempt `attempt` (1-based) does; `None` past the last one.
-    pub fn retry_strategy(&self, attempt: usize) -> Option<Recovery> {
-        let [first, second, third] = self.config().recovery_targets;
-        match attempt {
-            1 => Some(Recovery::PruneThenSummarize { target: first }),
-            2 => Some(Recovery::Summarize {
-                target: second,
-                halve_recent: false,
-                compact_all: false,
-            }),
-            3 => Some(Recovery::Summarize {
-                target: third,
-                halve_recent: true,
-                compact_all: true,
-            }),
-            4 => Some(Recovery::BareNotice),
-            _ => None,
-        }
-    }
-
     /// Prepares the conversation and calls `llm`, recovering from overflows, at most
     /// `max_calls` calls in all. The conversation is left as it was last sent.
     pub async fn call<L: Llm>(
@@ -94,7 +69,8 @@ impl ContextManager {
     ) -> Result<Called<L::Output>, CallError> {
         let mut budget = budget;
         let mut report = self.prepare(conversation, budget).await;
-        let mut attempt = 0;
+        // One walk up the ladder for the whole call: every overflow resumes it.
+        let mut escalation = Escalation::new(self.config(), Goal::Earned);
         let mut floor = 0.0_f64;
         loop {
             let prior = self.prior(conversation);
@@ -140,15 +116,12 @@ impl ContextManager {
                     .get_or_insert_with(|| format!("{} calls overflowed", report.calls));
                 return Err(CallError::Exhausted { report });
             }
-            // Kept so that giving up leaves the conversation as it was last sent, and the
-            // report without the steps that never reached the provider.
-            let (sent, steps_sent) = (conversation.clone(), report.steps.len());
+            // A run that earns nothing rolls back its steps: the conversation is then as
+            // it was last sent, and the report holds no step that never reached the provider.
             if !self
-                .recover_enough(conversation, budget, (&mut attempt, floor), &mut report)
+                .escalate(conversation, budget, &mut escalation, &mut report, floor)
                 .await
             {
-                *conversation = sent;
-                report.steps.truncate(steps_sent);
                 self.finish(conversation, budget, &mut report);
                 let reason = format!("no strategy could free more after {} call(s)", report.calls);
                 report.reason = Some(
@@ -160,38 +133,6 @@ impl ContextManager {
                 return Err(CallError::Exhausted { report });
             }
             self.finish(conversation, budget, &mut report);
-        }
-    }
-
-    /// Runs recovery attempts until, together, they free at least `min_gain` of the refused
-    /// request's estimate: a step that frees less does not earn a call, the next one runs at
-    /// once. Returns false when none is left.
-    async fn recover_enough(
-        &self,
-        conversation: &mut Conversation,
-        budget: Budget,
-        (attempt, floor): (&mut usize, f64),
-        report: &mut Report,
-    ) -> bool {
-        let estimate = |c: &Conversation| self.context_at_least(c, budget, floor).tokens(c);
-        // Measured from the request that was refused: the steps since then add up.
-        let sent = estimate(conversation);
-        loop {
-            *attempt += 1;
-            if self.retry_strategy(*attempt).is_none() {
-                return false;
-            }
-            self.recover_at_least(conversation, budget, *attempt, report, floor)
-                .await;
-            let freed = sent.saturating_sub(estimate(conversation));
-            if freed as f64 >= self.config().min_gain * sent as f64 {
-                return true;
-            }
-            tracing::info!(
-                attempt = *attempt,
-                freed,
-                "recovery step freed too little; escalating without a call"
-            );
         }
     }
 }

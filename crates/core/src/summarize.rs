@@ -9,26 +9,27 @@
 //!
 //! A summary that is empty, cut off, larger than what it replaces or too large for the
 //! room left is a failure, returned with whatever chunk summaries succeeded so that
-//! [`crate::degrade`] can fall back level by level.
+//! ⑤ (degrade.rs) can fall back level by level.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::task::Poll;
 
+use crate::BoxFuture;
 use crate::conversation::{Conversation, Message};
 use crate::estimate::{ClassCounts, Weights};
-use crate::middle::{self, Fate, KeepRules, Split};
+use crate::middle::{self, Fate, KeepRules, Split, Summaries};
 use crate::prune::replace_middle;
 use crate::report::{Step, Strategy};
-use crate::step::{StepContext, chars_in};
-use crate::summarizer::{BoxFuture, Summarizer, SummaryError, SummaryRequest, validate};
+use crate::step::{Stamp, StepContext, chars_in};
+use crate::summarizer::{Summarizer, SummaryError, SummaryRequest, validate};
 
 /// Below this many tokens of room, a summary cannot say anything useful: the tail shrinks.
 const MIN_SUMMARY_TOKENS: u64 = 200;
 
 /// The range ④ (or ⑤) replaces, the tail it keeps and the room left for the summary.
 #[derive(Debug, Clone)]
-pub struct Plan {
+pub(crate) struct Plan {
     pub split: Split,
     pub rules: KeepRules,
     /// Tokens the replacement message may take so that the result stays at the target.
@@ -40,7 +41,7 @@ pub struct Plan {
 
 /// Why ④ failed, with the chunk summaries that did succeed (for ⑤ level 1).
 #[derive(Debug, Clone)]
-pub struct Failure {
+pub(crate) struct Failure {
     pub error: SummaryError,
     /// One entry per chunk, in order (empty when the input was not chunked).
     pub chunks: Vec<Option<String>>,
@@ -51,12 +52,12 @@ pub struct Failure {
 /// large), the target is relaxed to the preemptive threshold, then to the whole budget E:
 /// a summary over the target beats none within E. (Landing under the preemptive threshold
 /// keeps a second compaction from firing again: compacting is idempotent.) `None` when there is nothing new to replace.
-pub fn plan(
+pub(crate) fn plan(
     conversation: &Conversation,
     cx: &StepContext<'_>,
     max_recent: usize,
     target: u64,
-    keep_summaries: bool,
+    summaries: Summaries,
 ) -> Option<Plan> {
     let starts = middle::exchange_starts(conversation);
     let protected = middle::irreducible(conversation, &starts);
@@ -72,10 +73,7 @@ pub fn plan(
     let relaxed = cx.budget.share(cx.config.preemptive_ratio).max(target);
     for target in [target, relaxed, cx.budget.effective().max(target)] {
         for recent in (0..=max_recent).rev() {
-            let rules = KeepRules {
-                recent,
-                keep_summaries,
-            };
+            let rules = KeepRules { recent, summaries };
             let split = middle::split(conversation, &starts, &protected, rules);
             if !split.is_effective() {
                 continue;
@@ -109,12 +107,11 @@ fn prior(cx: &StepContext<'_>, counts: &ClassCounts) -> f64 {
 }
 
 /// Applies ④ along `plan`. On failure the conversation is unchanged.
-pub async fn summarize_history(
+pub(crate) async fn summarize_history(
     conversation: &mut Conversation,
     cx: &StepContext<'_>,
     summarizer: &dyn Summarizer,
     plan: &Plan,
-    level: Option<u8>,
 ) -> Result<Step, Failure> {
     let messages: Vec<Message> = plan
         .split
@@ -124,13 +121,13 @@ pub async fn summarize_history(
     let previous = plan.split.previous_summary(conversation);
     let boundaries = chunk_boundaries(conversation, &plan.split);
     let body = summarize_messages(cx, summarizer, messages, &boundaries, previous, plan).await?;
+    let stamp = Stamp::of(Strategy::Summarize, plan.target);
     Ok(write_summary(
         conversation,
         cx,
         plan,
         &body,
-        Strategy::Summarize,
-        level,
+        stamp,
         "summary",
     ))
 }
@@ -141,14 +138,12 @@ pub(crate) fn write_summary(
     cx: &StepContext<'_>,
     plan: &Plan,
     body: &str,
-    strategy: Strategy,
-    level: Option<u8>,
+    stamp: Stamp,
     what: &str,
 ) -> Step {
     let what = format!("a {what} of {} chars", chars_in(body));
     let message = middle::summary_message(body);
-    let how = (strategy, level, plan.target);
-    replace_middle(conversation, cx, &plan.split, message, how, &what)
+    replace_middle(conversation, cx, &plan.split, message, stamp, &what)
 }
 
 /// Where chunks may be cut: before a removed message that opens its own exchange.
@@ -192,10 +187,9 @@ pub(crate) async fn summarize_messages(
     );
     if chunks.len() <= 1 {
         let messages = chunks.into_iter().next().unwrap_or_default();
-        let request = SummaryRequest {
+        let request = SummaryRequest::Summarize {
             messages,
             previous_summary: previous,
-            partials: Vec::new(),
             max_tokens: room,
         };
         let body = summarizer.summarize(&request).await.map_err(fail)?;
@@ -210,10 +204,9 @@ pub(crate) async fn summarize_messages(
                 .iter()
                 .map(|m| cx.estimator.message_tokens(m))
                 .sum();
-            SummaryRequest {
+            SummaryRequest::Summarize {
                 messages,
                 previous_summary: if i == 0 { previous.clone() } else { None },
-                partials: Vec::new(),
                 max_tokens: room
                     .min((chunk_tokens.saturating_sub(1) as f64 / cx.estimator.multiplier) as u64),
             }
@@ -226,7 +219,7 @@ pub(crate) async fn summarize_messages(
     let mut first_error = None;
     for (result, request) in results.into_iter().zip(&requests) {
         let replaced: u64 = request
-            .messages
+            .messages()
             .iter()
             .map(|m| cx.estimator.message_tokens(m))
             .sum();
@@ -244,9 +237,7 @@ pub(crate) async fn summarize_messages(
         return Err(Failure { error, chunks });
     }
     let partials: Vec<String> = chunks.iter().flatten().cloned().collect();
-    let merge = SummaryRequest {
-        messages: Vec::new(),
-        previous_summary: None,
+    let merge = SummaryRequest::Merge {
         partials,
         max_tokens: room,
     };

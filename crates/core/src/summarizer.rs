@@ -1,61 +1,152 @@
 //! The `Summarizer` trait strategy ④ calls, and what a usable summary is.
 //!
 //! Summarizers are injected by the caller: the offline one ships in
-//! [`crate::offline`]; an LLM-backed one lives outside the core (it needs HTTP). The trait
-//! returns boxed futures so that it stays object-safe (`Arc<dyn Summarizer>`) without tying
-//! the core to an async runtime.
+//! [`crate::OfflineSummarizer`]; an LLM-backed one lives outside the core (it needs HTTP).
+//! The trait returns boxed futures ([`crate::BoxFuture`]) so that it stays object-safe
+//! (`Arc<dyn Summarizer>`) without tying the core to an async runtime.
 
-use std::future::Future;
-use std::pin::Pin;
-
+use crate::BoxFuture;
 use crate::conversation::Message;
 use crate::markers::SUMMARY_SECTIONS;
 
-/// A boxed, sendable future (what async trait methods return here).
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
-
-/// What to summarize.
-#[derive(Debug, Clone, Default)]
-pub struct SummaryRequest {
-    /// The messages being replaced, in order (an earlier summary is not among them).
-    pub messages: Vec<Message>,
-    /// The body of an earlier `[context summary]` in the replaced range: update it, do not
-    /// summarize it as ordinary text.
-    pub previous_summary: Option<String>,
-    /// Chunk summaries to merge into one nine-section summary (then `messages` is empty).
-    pub partials: Vec<String>,
-    /// The summary must not exceed this many tokens, as the uncalibrated prior
-    /// (`Estimator::default()`) counts them. The cascade converts the room it has into these
-    /// units, so an offline summarizer can size its text exactly; for an LLM (whose
-    /// tokenizer counts at least about as many tokens as the prior) it is a safe
-    /// `max_tokens`.
-    pub max_tokens: u64,
+/// What to summarize: history to put in nine sections, or chunk summaries to merge.
+///
+/// Either way the result must not exceed [`SummaryRequest::max_tokens`] tokens, as the
+/// uncalibrated prior (`Estimator::default()`) counts them. The cascade converts the room
+/// it has into these units, so an offline summarizer can size its text exactly; for an LLM
+/// (whose tokenizer counts at least about as many tokens as the prior) it is a safe
+/// `max_tokens`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SummaryRequest {
+    /// Summarize the messages being replaced (one chunk of them when the input is large).
+    Summarize {
+        /// The messages being replaced, in order (an earlier summary is not among them).
+        messages: Vec<Message>,
+        /// The body of an earlier `[context summary]` in the replaced range: update it, do
+        /// not summarize it as ordinary text. Only the first chunk carries it.
+        previous_summary: Option<String>,
+        /// The token limit of the summary (see the type's documentation).
+        max_tokens: u64,
+    },
+    /// Merge chunk summaries, in order, into one nine-section summary.
+    Merge {
+        /// The chunk summaries (nine-section bodies).
+        partials: Vec<String>,
+        /// The token limit of the summary (see the type's documentation).
+        max_tokens: u64,
+    },
 }
 
-/// Why a summary could not be had.
+impl SummaryRequest {
+    /// A request to summarize `messages` within `max_tokens`, with no previous summary.
+    pub fn summarize(messages: Vec<Message>, max_tokens: u64) -> Self {
+        SummaryRequest::Summarize {
+            messages,
+            previous_summary: None,
+            max_tokens,
+        }
+    }
+
+    /// The token limit of the summary.
+    pub fn max_tokens(&self) -> u64 {
+        match self {
+            SummaryRequest::Summarize { max_tokens, .. }
+            | SummaryRequest::Merge { max_tokens, .. } => *max_tokens,
+        }
+    }
+
+    /// The messages to summarize (none for a merge).
+    pub fn messages(&self) -> &[Message] {
+        match self {
+            SummaryRequest::Summarize { messages, .. } => messages,
+            SummaryRequest::Merge { .. } => &[],
+        }
+    }
+
+    /// The earlier summary to update, if any (never for a merge).
+    pub fn previous_summary(&self) -> Option<&str> {
+        match self {
+            SummaryRequest::Summarize {
+                previous_summary, ..
+            } => previous_summary.as_deref(),
+            SummaryRequest::Merge { .. } => None,
+        }
+    }
+
+    /// The chunk summaries to merge (none unless this is a merge).
+    pub fn partials(&self) -> &[String] {
+        match self {
+            SummaryRequest::Merge { partials, .. } => partials,
+            SummaryRequest::Summarize { .. } => &[],
+        }
+    }
+
+    /// Whether this request merges chunk summaries.
+    pub fn is_merge(&self) -> bool {
+        matches!(self, SummaryRequest::Merge { .. })
+    }
+}
+
+/// Why a summary could not be had. Every variant means the same to the cascade: ④ failed,
+/// nothing was written, and ⑤ takes over (a partial summary, a summary of the small
+/// messages, or the bare notice); the variant is logged and never retried as such.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SummaryError {
+    /// The summarizer itself failed (an HTTP error, a refused request, a bad answer).
     #[error("summarizer failed: {0}")]
     Failed(String),
+    /// The summarizer gave no answer in time.
     #[error("summarizer timed out")]
     Timeout,
+    /// The summary was empty or blank (also returned by [`validate`]).
     #[error("summarizer returned an empty summary")]
     Empty,
+    /// The summarizer's own length limit cut the summary off: a cut summary loses its last
+    /// sections, so it is not used.
     #[error("summary was cut off by the summarizer's length limit")]
     Truncated,
+    /// The summary is not smaller than what it replaces, or over the room the cascade has
+    /// for it (also returned by [`validate`] and by the offline summarizer when even its
+    /// barest rendering is over `max_tokens`).
     #[error("summary (~{summary} tokens) is larger than what it replaces (~{replaced} tokens)")]
-    TooLarge { summary: u64, replaced: u64 },
+    TooLarge {
+        /// Tokens of the summary.
+        summary: u64,
+        /// Tokens it would replace (or the room left for it).
+        replaced: u64,
+    },
+    /// The summarizer was not asked, or declined before trying (no room is left for a
+    /// summary, a circuit breaker is open, ...).
     #[error("summarizer skipped: {0}")]
     Unavailable(String),
 }
 
 /// Summarizes conversation history into the nine sections of SPEC.md.
+///
+/// Implementations must respect this contract (the cascade relies on it):
+///
+/// * **Concurrency.** When the history is large, ④ splits it into chunks and calls
+///   [`Summarizer::summarize`] for every chunk at once, polling the futures together on the
+///   caller's task (no runtime is spawned), then once more with a
+///   [`SummaryRequest::Merge`]. An implementation must therefore accept overlapping calls
+///   through `&self` (hence `Send + Sync`), and its futures must make progress when polled
+///   side by side: a future that waits for another call to finish first would deadlock.
+/// * **Budget.** The summary must not exceed [`SummaryRequest::max_tokens`] as the prior
+///   counts them. A longer one is not cut down by the cascade: it fails as
+///   [`SummaryError::TooLarge`] and ⑤ takes over.
+/// * **Determinism.** [`Summarizer::id`] names everything that shapes the output (kind,
+///   endpoint, model, prompt version): caches key summaries on it together with the
+///   request, so two summarizers with one `id` must give interchangeable summaries for the
+///   same request. A summarizer whose output depends on anything else must put it in the
+///   `id` or not be cached.
+/// * **Failure.** Errors are values, never panics: every [`SummaryError`] sends the
+///   cascade to ⑤ (see that type for what each variant means).
 pub trait Summarizer: Send + Sync {
     /// A stable identity (kind, endpoint, model), part of summary cache keys.
     fn id(&self) -> String;
 
-    /// Summarizes (or merges, when `request.partials` is set) into the nine sections. Returns
-    /// the summary body, without the `[context summary]` first line.
+    /// Summarizes, or merges, into the nine sections. Returns the summary body, without
+    /// the `[context summary]` first line.
     fn summarize<'a>(
         &'a self,
         request: &'a SummaryRequest,

@@ -13,26 +13,25 @@ use crate::conversation::{Block, Conversation};
 use crate::estimate::{ClassCounts, Estimator};
 use crate::markers::TRUNCATED;
 use crate::report::{Step, Strategy};
-use crate::step::{Measure, StepContext};
+use crate::step::{Changes, Measure, Stamp, StepContext};
 
 /// Applies ① to every oversized tool result. Returns the step, or `None` when nothing was cut.
-pub fn truncate_tool_results(
+pub(crate) fn truncate_tool_results(
     conversation: &mut Conversation,
     cx: &StepContext<'_>,
 ) -> Option<Step> {
     let limit = cx.budget.share(cx.config.single_tool_result_share);
-    truncate_over(conversation, cx, limit, None)
+    truncate_over(conversation, cx, limit)
 }
 
 /// The last resort of the recovery (attempt 4): when what must stay still overflows
 /// because the current turn's parallel results add up to more than the budget (each under
 /// ①'s share), ① cuts every unpinned result to an equal share of the room left, so that
 /// the request fits. `None` when cutting cannot make it fit or nothing needs cutting.
-pub fn truncate_to_fit(
+pub(crate) fn truncate_to_fit(
     conversation: &mut Conversation,
     cx: &StepContext<'_>,
     target: u64,
-    level: Option<u8>,
 ) -> Option<Step> {
     let total = cx.tokens(conversation);
     if total <= target {
@@ -49,7 +48,7 @@ pub fn truncate_to_fit(
     let room = target.checked_sub(others)?;
     let limit = room.checked_div(count)?;
     (limit > cx.estimator.text_tokens(TRUNCATED) * 2).then_some(())?;
-    truncate_over(conversation, cx, limit, level)
+    truncate_over(conversation, cx, limit)
 }
 
 /// Cuts every unpinned tool result over `limit` tokens to that limit.
@@ -57,7 +56,6 @@ fn truncate_over(
     conversation: &mut Conversation,
     cx: &StepContext<'_>,
     limit: u64,
-    level: Option<u8>,
 ) -> Option<Step> {
     let estimator = cx.estimator;
     let oversized: Vec<usize> = conversation
@@ -99,12 +97,12 @@ fn truncate_over(
     Some(measure.finish(
         cx,
         conversation,
-        Strategy::TruncateToolResult,
-        level,
-        oversized.len(),
-        0,
-        added,
-        limit,
+        Stamp::of(Strategy::TruncateToolResult, limit),
+        Changes {
+            messages_affected: oversized.len(),
+            messages_removed: 0,
+            chars_added: added,
+        },
         format!("{cut} tool result(s) cut to {limit} tokens"),
     ))
 }
@@ -155,7 +153,7 @@ fn cut_blocks(
 /// Where to cut `text` so that its head costs at most `budget` tokens: `None` if it fits.
 /// The cut lands on a grapheme boundary, moved back to the last newline when that newline
 /// lies past `newline_ratio` of the cut.
-pub fn cut_point(
+pub(crate) fn cut_point(
     text: &str,
     budget: f64,
     estimator: &Estimator,

@@ -4,6 +4,8 @@
 //! call points and the measure are `context_cascade::replay`'s.
 //! Compares SPEC's ② (compacts even when it cannot reach the low watermark) with the
 //! alternative that leaves such cases to ③.
+// Helpers beside the tests unwrap what a test would: a panic is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

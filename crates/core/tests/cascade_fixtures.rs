@@ -8,6 +8,7 @@ use context_cascade::format::{self, WriteOptions};
 use context_cascade::{Budget, CascadeConfig, ContextManager, Conversation};
 use serde_json::Value;
 
+#[allow(clippy::unwrap_used)]
 fn bodies() -> Vec<(String, Value)> {
     let mut out = Vec::new();
     for (name, fixture) in common::transcripts() {
@@ -21,6 +22,7 @@ fn bodies() -> Vec<(String, Value)> {
     out
 }
 
+#[allow(clippy::unwrap_used)]
 fn parse(body: &Value) -> Conversation {
     format::parse(body.to_string().as_bytes(), None).unwrap()
 }

@@ -1,7 +1,9 @@
 //! Runs `classify` over every entry of the shared overflow fixture
 //! (`fixtures/overflow-errors.json`, vendored in the repository).
+// Helpers beside the tests unwrap what a test would: a panic is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use context_cascade::overflow::{Overflow, classify};
+use context_cascade::{Overflow, classify};
 use serde_json::Value;
 
 const FIXTURE: &str = concat!(

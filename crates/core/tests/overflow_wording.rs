@@ -2,7 +2,7 @@
 //! families of phrasing (subject, verb, limit; a limit stated in other words), not a list
 //! of literals, and still never fires on rate limits, quotas, billing or output limits.
 
-use context_cascade::overflow::classify;
+use context_cascade::classify;
 
 /// An overflow body: (status, body, observed tokens, limit tokens).
 type Case = (Option<u16>, &'static str, Option<u64>, Option<u64>);

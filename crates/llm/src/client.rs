@@ -4,10 +4,10 @@
 use std::fmt;
 use std::time::Duration;
 
+use context_cascade::BoxFuture;
 use context_cascade::Conversation;
 use context_cascade::format::{WriteOptions, to_value};
-use context_cascade::llm::{Completion, Llm, LlmError};
-use context_cascade::summarizer::BoxFuture;
+use context_cascade::{Completion, Llm, LlmError};
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Map, Value};
 

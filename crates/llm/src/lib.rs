@@ -2,7 +2,7 @@
 //!
 //! HTTP clients for the two wire protocols the cascade speaks — OpenAI-compatible Chat
 //! Completions and Anthropic Messages — with and without streaming, the core's
-//! [`context_cascade::llm::Llm`] trait on top of them, and [`LlmSummarizer`], the
+//! [`context_cascade::Llm`] trait on top of them, and [`LlmSummarizer`], the
 //! LLM-backed summarizer of strategy ④.
 //!
 //! [`ChatClient::complete`] and [`ChatClient::stream`] need a Tokio runtime (the proxy's).

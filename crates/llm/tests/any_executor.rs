@@ -6,7 +6,7 @@ mod common;
 use std::time::Duration;
 
 use cascade_llm::{ChatClient, ClientConfig, LlmSummarizer, Provider};
-use context_cascade::llm::Llm;
+use context_cascade::Llm;
 use context_cascade::summarizer::{Summarizer, SummaryRequest, section_heading};
 use context_cascade::{Conversation, Format, Message, Role};
 use serde_json::json;
@@ -47,14 +47,13 @@ fn calls_work_without_a_tokio_runtime() {
     assert_eq!(completion.prompt_tokens, Some(7));
 
     let summarizer = LlmSummarizer::new(client);
-    let request = SummaryRequest {
-        messages: vec![Message::text(
+    let request = SummaryRequest::summarize(
+        vec![Message::text(
             Role::User,
             "a long enough message to summarize ".repeat(40),
         )],
-        max_tokens: 500,
-        ..SummaryRequest::default()
-    };
+        500,
+    );
     // Two at once, as the engine's concurrent chunk calls are.
     let (a, b) = futures::executor::block_on(futures::future::join(
         summarizer.summarize(&request),

@@ -5,8 +5,8 @@ mod common;
 use std::time::Duration;
 
 use cascade_llm::{ChatClient, ClientConfig, Provider, SseEvent};
-use context_cascade::llm::{Llm, LlmError};
 use context_cascade::{Conversation, Format, Message, Role};
+use context_cascade::{Llm, LlmError};
 use futures::StreamExt;
 use serde_json::json;
 

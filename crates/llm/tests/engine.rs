@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cascade_llm::{ChatClient, ClientConfig, LlmSummarizer, Provider, SummarizerPolicy};
-use context_cascade::markers::SUMMARY_PREFIX;
+use context_cascade::SUMMARY_PREFIX;
 use context_cascade::summarizer::section_heading;
 use context_cascade::{
     Budget, CascadeConfig, ContextManager, Conversation, Format, Message, Role, Strategy,

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use cascade_llm::summarizer::prompt::TranscriptLimits;
 use cascade_llm::{ChatClient, ClientConfig, LlmSummarizer, Provider, SummarizerPolicy};
-use context_cascade::conversation::ToolResult;
+use context_cascade::ToolResult;
 use context_cascade::summarizer::{
     Summarizer, SummaryError, SummaryRequest, section_heading, split_sections,
 };
@@ -49,7 +49,7 @@ fn request() -> SummaryRequest {
         "{}\nerror[E0308]: mismatched types in src/lib.rs:42",
         "test log line ...\n".repeat(600)
     );
-    SummaryRequest {
+    SummaryRequest::Summarize {
         messages: vec![
             Message::text(
                 Role::User,
@@ -72,7 +72,6 @@ fn request() -> SummaryRequest {
             ),
         ],
         previous_summary: None,
-        partials: Vec::new(),
         max_tokens: 800,
     }
 }
@@ -244,15 +243,23 @@ async fn bad_answers_are_rejected_with_the_right_error() {
 async fn previous_summary_and_partials_are_put_in_the_prompt() {
     let upstream = common::start(|_, _| openai_answer(&nine_sections(), "stop")).await;
     let summarizer = summarizer(Provider::OpenAi, &upstream.base, policy());
-    let mut update = request();
-    update.previous_summary = Some(format!(
-        "{}\n- earlier goal: port to 2024 edition",
-        section_heading(0)
-    ));
+    let update = match request() {
+        SummaryRequest::Summarize {
+            messages,
+            max_tokens,
+            ..
+        } => SummaryRequest::Summarize {
+            messages,
+            previous_summary: Some(format!(
+                "{}\n- earlier goal: port to 2024 edition",
+                section_heading(0)
+            )),
+            max_tokens,
+        },
+        merge => merge,
+    };
     summarizer.summarize(&update).await.expect("update");
-    let merge = SummaryRequest {
-        messages: Vec::new(),
-        previous_summary: None,
+    let merge = SummaryRequest::Merge {
         partials: vec![
             format!(
                 "{}\n- chunk one facts {}",
@@ -432,7 +439,7 @@ async fn identity_names_provider_endpoint_and_model() {
 async fn an_empty_request_is_refused_without_a_call() {
     let upstream = common::start(|_, _| openai_answer(&nine_sections(), "stop")).await;
     let result = summarizer(Provider::OpenAi, &upstream.base, policy())
-        .summarize(&SummaryRequest::default())
+        .summarize(&SummaryRequest::summarize(Vec::new(), 0))
         .await;
     assert!(matches!(result, Err(SummaryError::Failed(_))));
     assert_eq!(upstream.hits(), 0);

@@ -9,7 +9,7 @@
 
 use axum::http::HeaderMap;
 use context_cascade::Format;
-use context_cascade::remember::RememberPolicy;
+use context_cascade::RememberPolicy;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 

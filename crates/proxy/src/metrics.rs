@@ -4,8 +4,8 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::Mutex;
 
-use context_cascade::calibrate::Calibration;
-use context_cascade::report::Report;
+use context_cascade::Calibration;
+use context_cascade::Report;
 
 /// Every counter the proxy keeps. One lock: updates are a few map operations.
 #[derive(Debug, Default)]

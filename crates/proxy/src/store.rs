@@ -8,7 +8,7 @@
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
 
-use context_cascade::calibrate::Scale;
+use context_cascade::Scale;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::config::IN_MEMORY_DB;

@@ -8,8 +8,9 @@
 
 use std::sync::Arc;
 
+use context_cascade::BoxFuture;
 use context_cascade::format::{WriteOptions, to_vec};
-use context_cascade::summarizer::{BoxFuture, Summarizer, SummaryError, SummaryRequest};
+use context_cascade::summarizer::{Summarizer, SummaryError, SummaryRequest};
 use context_cascade::{Conversation, Format};
 use sha2::{Digest, Sha256};
 
@@ -36,7 +37,7 @@ impl CachingSummarizer {
     /// The cache key of a request, or `None` if its messages cannot be written as JSON.
     fn key(&self, request: &SummaryRequest) -> Option<String> {
         let mut conversation = Conversation::new(Format::Bare);
-        conversation.messages = request.messages.clone();
+        conversation.messages = request.messages().to_vec();
         let messages = to_vec(&conversation, WriteOptions::default()).ok()?;
         let mut hasher = Sha256::new();
         let mut field = |bytes: &[u8]| {
@@ -46,8 +47,8 @@ impl CachingSummarizer {
         };
         field(self.inner.id().as_bytes());
         field(&messages);
-        field(request.previous_summary.as_deref().unwrap_or("").as_bytes());
-        for partial in &request.partials {
+        field(request.previous_summary().unwrap_or("").as_bytes());
+        for partial in request.partials() {
             field(partial.as_bytes());
         }
         Some(hex::encode(hasher.finalize()))
@@ -67,7 +68,7 @@ impl Summarizer for CachingSummarizer {
             let key = self.key(request);
             if let Some(key) = &key {
                 match self.store.summary(key) {
-                    Ok(Some((summary, made_for))) if made_for <= request.max_tokens => {
+                    Ok(Some((summary, made_for))) if made_for <= request.max_tokens() => {
                         self.metrics.summary_cache(true);
                         tracing::debug!("summary cache hit");
                         return Ok(summary);
@@ -79,7 +80,7 @@ impl Summarizer for CachingSummarizer {
             self.metrics.summary_cache(false);
             let summary = self.inner.summarize(request).await?;
             if let Some(key) = &key
-                && let Err(e) = self.store.put_summary(key, request.max_tokens, &summary)
+                && let Err(e) = self.store.put_summary(key, request.max_tokens(), &summary)
             {
                 tracing::warn!(error = %e, "could not cache a summary");
             }
@@ -106,7 +107,7 @@ mod tests {
             request: &'a SummaryRequest,
         ) -> BoxFuture<'a, Result<String, SummaryError>> {
             let n = self.0.fetch_add(1, Ordering::SeqCst);
-            let len = request.messages.len();
+            let len = request.messages().len();
             Box::pin(async move { Ok(format!("summary {n} of {len}")) })
         }
     }
@@ -117,26 +118,16 @@ mod tests {
         let metrics = Arc::new(Metrics::default());
         let inner = Arc::new(Counting(AtomicUsize::new(0)));
         let cache = CachingSummarizer::new(inner.clone(), store, metrics.clone());
-        let request = SummaryRequest {
-            messages: vec![Message::text(Role::User, "hello")],
-            max_tokens: 100,
-            ..Default::default()
-        };
+        let request = SummaryRequest::summarize(vec![Message::text(Role::User, "hello")], 100);
         let a = pollster::block_on(cache.summarize(&request)).unwrap();
         let b = pollster::block_on(cache.summarize(&request)).unwrap();
         assert_eq!(a, b);
         assert_eq!(inner.0.load(Ordering::SeqCst), 1);
         // A stricter limit than the cached summary was made for: computed again.
-        let strict = SummaryRequest {
-            max_tokens: 50,
-            ..request.clone()
-        };
+        let strict = SummaryRequest::summarize(request.messages().to_vec(), 50);
         pollster::block_on(cache.summarize(&strict)).unwrap();
         assert_eq!(inner.0.load(Ordering::SeqCst), 2);
-        let other = SummaryRequest {
-            messages: vec![Message::text(Role::User, "other")],
-            ..request
-        };
+        let other = SummaryRequest::summarize(vec![Message::text(Role::User, "other")], 100);
         pollster::block_on(cache.summarize(&other)).unwrap();
         assert_eq!(metrics.snapshot().summary_hits, 1);
         assert_eq!(metrics.snapshot().summary_misses, 3);

@@ -12,10 +12,10 @@ use axum::http::header::CONTENT_TYPE;
 use axum::http::{HeaderMap, HeaderName, Method, StatusCode};
 use axum::response::Response;
 use bytes::Bytes;
+use context_cascade::BoxFuture;
 use context_cascade::Conversation;
 use context_cascade::format::{WriteOptions, to_vec};
-use context_cascade::llm::{Completion, Llm, LlmError};
-use context_cascade::summarizer::BoxFuture;
+use context_cascade::{Completion, Llm, LlmError};
 
 use crate::stream::usage_from_body;
 

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use context_cascade::overflow;
+use context_cascade::classify;
 
 use crate::error::CliError;
 
@@ -28,7 +28,7 @@ pub fn run(args: &ClassifyArgs) -> Result<(), CliError> {
     }
     // Error bodies are text, but a stray invalid byte must not hide an overflow message.
     let body = String::from_utf8_lossy(&input.bytes);
-    let verdict = overflow::classify(args.status, &body);
+    let verdict = classify(args.status, &body);
     let line = serde_json::json!({
         "overflow": verdict.is_some(),
         "observed_tokens": verdict.as_ref().and_then(|o| o.observed_tokens),

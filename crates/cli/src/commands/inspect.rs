@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use context_cascade::config::CascadeConfig;
+use context_cascade::CascadeConfig;
 use context_cascade::estimate::Estimator;
 
 use crate::breakdown::{Breakdown, TOOL_DEFINITIONS};

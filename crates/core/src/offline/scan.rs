@@ -148,8 +148,11 @@ const COMMON_CALLS: &[&str] = &[
 ];
 
 /// The error-line finder (built once).
-fn error_regex() -> Option<&'static Regex> {
-    static RE: OnceLock<Option<Regex>> = OnceLock::new();
+// A static pattern that does not compile is a bug the tests catch on the first summary, not
+// a rule to drop silently.
+#[allow(clippy::expect_used)]
+fn error_regex() -> &'static Regex {
+    static RE: OnceLock<Regex> = OnceLock::new();
     RE.get_or_init(|| {
         // ASCII-only (`(?-u)`): Unicode word boundaries would make the regex engine leave
         // its fast DFA on any non-ASCII output.
@@ -168,30 +171,29 @@ fn error_regex() -> Option<&'static Regex> {
             r"|(?i:segmentation fault|core dumped)",
             r"|<tool_use_error>",
         ))
-        .ok()
+        .expect("the static error pattern compiles")
     })
-    .as_ref()
 }
 
 /// The failure finder for tools whose output is file content (reads, searches, edits):
 /// only their first line is looked at, and only for a tool's own failure message, because
 /// the content itself is full of `ParseError`s and `raise ValueError`s that are code.
-fn failure_regex() -> Option<&'static Regex> {
-    static RE: OnceLock<Option<Regex>> = OnceLock::new();
+#[allow(clippy::expect_used)]
+fn failure_regex() -> &'static Regex {
+    static RE: OnceLock<Regex> = OnceLock::new();
     RE.get_or_init(|| {
         Regex::new(concat!(
             r"(?-u)(?i)^\s*(?:<tool_use_error>|error\b|failed\b|exception\b|fatal\b)",
             r"|(?i:no such file or directory|does not exist|permission denied|not found)",
         ))
-        .ok()
+        .expect("the static failure pattern compiles")
     })
-    .as_ref()
 }
 
 /// The failure message a file-content tool returned instead of content, if any: its first
 /// two non-empty lines (an `ERROR:` line says little without the next one).
 pub(crate) fn failure_head(text: &str) -> Option<String> {
-    let re = failure_regex()?;
+    let re = failure_regex();
     let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
     let first = lines.next()?;
     let first = &first[..floor_char_boundary(first, first.len().min(500))];
@@ -210,9 +212,7 @@ pub(crate) fn failure_head(text: &str) -> Option<String> {
 /// byte offset of the match in its line (so that a long line is quoted around the error).
 /// Returns them and how many more error lines there were.
 pub(crate) fn error_lines(text: &str, max: usize) -> (Vec<&str>, usize) {
-    let Some(re) = error_regex() else {
-        return (Vec::new(), 0);
-    };
+    let re = error_regex();
     let mut lines: Vec<&str> = Vec::new();
     let mut more = 0usize;
     let mut taken_until = 0usize;
@@ -366,6 +366,12 @@ fn contains_any_lowercase(text: &str, words: &[&str]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_static_patterns_compile() {
+        assert!(error_regex().is_match("error: expected one of"));
+        assert!(failure_regex().is_match("Error: no such file"));
+    }
 
     fn cmd_paths(text: &str) -> Vec<&str> {
         paths_in(text, PathContext::Command).collect()

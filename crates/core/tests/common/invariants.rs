@@ -2,9 +2,8 @@
 //! and the property tests. Each check returns a description of the first violation.
 
 use context_cascade::format::{self, WriteOptions};
-use context_cascade::markers::{COMPACTED, RESULT_REMOVED, TRUNCATED, is_cascade_notice};
-use context_cascade::middle;
 use context_cascade::{Block, Budget, ContextManager, Conversation, Format, Message, Report, Role};
+use context_cascade::{COMPACTED, RESULT_REMOVED, TRUNCATED, is_cascade_notice};
 
 /// Everything an invariant needs about one run.
 pub struct Run<'a> {
@@ -325,8 +324,7 @@ pub fn markers_exact(conversation: &Conversation) -> Result<(), String> {
 pub fn irreducible_tokens(run: &Run<'_>) -> u64 {
     let output = run.output;
     let estimator = run.manager.estimator(output.model().unwrap_or(""));
-    let starts = middle::exchange_starts(output);
-    let keep = middle::irreducible(output, &starts);
+    let keep = output.irreducible();
     let mut total = output.tools().map_or(0, |t| {
         estimator.tokens_of(&context_cascade::estimate::ClassCounts::of_json(t))
     });

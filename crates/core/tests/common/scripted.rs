@@ -6,11 +6,12 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::Poll;
 
+use context_cascade::BoxFuture;
 use context_cascade::Conversation;
+use context_cascade::SUMMARY_SECTIONS;
 use context_cascade::estimate::{ClassCounts, Weights};
-use context_cascade::llm::{Completion, Llm, LlmError};
-use context_cascade::markers::SUMMARY_SECTIONS;
-use context_cascade::summarizer::{BoxFuture, Summarizer, SummaryError, SummaryRequest};
+use context_cascade::summarizer::{Summarizer, SummaryError, SummaryRequest};
+use context_cascade::{Completion, Llm, LlmError};
 
 /// The answer of one scripted LLM call.
 pub type LlmAnswer = Result<Completion<String>, LlmError>;
@@ -260,9 +261,11 @@ pub fn faulty(fault: Fault, request: &SummaryRequest) -> SummaryAnswer {
 
 /// Every text a summary request holds: its messages, partials and previous summary.
 pub fn all_text(request: &SummaryRequest) -> String {
-    let mut out: Vec<String> = request.messages.iter().map(|m| m.text_content()).collect();
-    out.extend(request.partials.iter().cloned());
-    out.extend(request.previous_summary.iter().cloned());
+    let mut out: Vec<String> = (request.messages().iter())
+        .map(|m| m.text_content())
+        .collect();
+    out.extend(request.partials().iter().cloned());
+    out.extend(request.previous_summary().map(str::to_owned));
     out.join("\n")
 }
 
@@ -280,7 +283,7 @@ impl Summarizer for Rendezvous {
 
     fn summarize<'a>(&'a self, request: &'a SummaryRequest) -> BoxFuture<'a, SummaryAnswer> {
         let index = self.started.fetch_add(1, Ordering::SeqCst);
-        let merge = !request.partials.is_empty();
+        let merge = request.is_merge();
         let mut polls = 0;
         Box::pin(std::future::poll_fn(move |cx| {
             if merge {

@@ -9,10 +9,11 @@ pub mod prompt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use context_cascade::BoxFuture;
+use context_cascade::LlmError;
 use context_cascade::estimate::Estimator;
-use context_cascade::llm::LlmError;
 use context_cascade::summarizer::{
-    BoxFuture, Summarizer, SummaryError, SummaryRequest, section_heading, split_sections, validate,
+    Summarizer, SummaryError, SummaryRequest, section_heading, split_sections, validate,
 };
 use serde_json::{Value, json};
 
@@ -103,7 +104,7 @@ impl Inner {
         let model = self.client.model().unwrap_or_default();
         let system = system_prompt();
         let user = user_prompt(request, &self.policy.limits);
-        let max_tokens = request.max_tokens.max(1);
+        let max_tokens = request.max_tokens().max(1);
         match self.client.provider() {
             Provider::OpenAi => json!({
                 "model": model,
@@ -152,16 +153,15 @@ impl Inner {
     /// The estimated size of what the summary replaces.
     fn replaced_tokens(&self, request: &SummaryRequest) -> u64 {
         let messages: u64 = request
-            .messages
+            .messages()
             .iter()
             .map(|m| self.estimator.message_tokens(m))
             .sum();
         let previous = request
-            .previous_summary
-            .as_deref()
+            .previous_summary()
             .map_or(0, |s| self.estimator.text_tokens(s));
         let partials: u64 = request
-            .partials
+            .partials()
             .iter()
             .map(|p| self.estimator.text_tokens(p))
             .sum();
@@ -261,7 +261,7 @@ fn clean_answer(text: &str) -> &str {
         .rfind("</think>")
         .map_or(text, |end| &text[end + "</think>".len()..]);
     let text = text.trim();
-    text.strip_prefix(context_cascade::markers::SUMMARY_PREFIX)
+    text.strip_prefix(context_cascade::SUMMARY_PREFIX)
         .map_or(text, str::trim)
 }
 

@@ -3,9 +3,9 @@
 
 use std::fmt::Write as _;
 
+use context_cascade::Block;
 use context_cascade::Message;
-use context_cascade::conversation::Block;
-use context_cascade::markers::SUMMARY_SECTIONS;
+use context_cascade::SUMMARY_SECTIONS;
 use context_cascade::summarizer::{SummaryRequest, section_heading};
 
 /// How much of each part of the history the transcript keeps.
@@ -54,11 +54,7 @@ pub fn system_prompt() -> String {
 /// The user message: what to summarize (or merge), and the size limit.
 pub fn user_prompt(request: &SummaryRequest, limits: &TranscriptLimits) -> String {
     let mut prompt = String::new();
-    if let Some(previous) = request
-        .previous_summary
-        .as_deref()
-        .filter(|s| !s.trim().is_empty())
-    {
+    if let Some(previous) = request.previous_summary().filter(|s| !s.trim().is_empty()) {
         prompt.push_str("An earlier summary of the conversation before the part below:\n");
         prompt.push_str("<previous_summary>\n");
         prompt.push_str(previous.trim());
@@ -68,7 +64,7 @@ pub fn user_prompt(request: &SummaryRequest, limits: &TranscriptLimits) -> Strin
              new, drop what the newer material made obsolete.\n\n",
         );
     }
-    if !request.partials.is_empty() {
+    if !request.partials().is_empty() {
         let _ = writeln!(
             prompt,
             "The conversation was summarized in {} consecutive chunks, oldest first. Merge \
@@ -76,9 +72,9 @@ pub fn user_prompt(request: &SummaryRequest, limits: &TranscriptLimits) -> Strin
              duplicates, keep the chronology, and let later chunks win where they disagree \
              (for progress, pending tasks and next steps, the last chunk is the current \
              state).\n",
-            request.partials.len()
+            request.partials().len()
         );
-        for (index, partial) in request.partials.iter().enumerate() {
+        for (index, partial) in request.partials().iter().enumerate() {
             let _ = writeln!(
                 prompt,
                 "<chunk {n}>\n{}\n</chunk {n}>\n",
@@ -87,15 +83,15 @@ pub fn user_prompt(request: &SummaryRequest, limits: &TranscriptLimits) -> Strin
             );
         }
     }
-    if !request.messages.is_empty() {
+    if !request.messages().is_empty() {
         prompt.push_str("The conversation to summarize:\n<transcript>\n");
-        prompt.push_str(&transcript(&request.messages, limits));
+        prompt.push_str(&transcript(request.messages(), limits));
         prompt.push_str("</transcript>\n\n");
     }
     let _ = write!(
         prompt,
         "Write the nine-section summary now, in at most about {} tokens.",
-        request.max_tokens
+        request.max_tokens()
     );
     prompt
 }
@@ -184,7 +180,7 @@ pub fn shorten(text: &str, max_chars: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use context_cascade::conversation::ToolResult;
+    use context_cascade::ToolResult;
     use context_cascade::{Role, Shape};
     use serde_json::Map;
 
@@ -223,14 +219,20 @@ mod tests {
         for index in 0..9 {
             assert!(system.contains(&section_heading(index)));
         }
-        let request = SummaryRequest {
+        let update = SummaryRequest::Summarize {
             messages: vec![],
             previous_summary: Some("old facts".into()),
+            max_tokens: 700,
+        };
+        let user = user_prompt(&update, &TranscriptLimits::default());
+        assert!(user.contains("<previous_summary>\nold facts"));
+        assert!(user.contains("700 tokens"));
+        assert!(!user.contains("<transcript>"));
+        let merge = SummaryRequest::Merge {
             partials: vec!["part one".into(), "part two".into()],
             max_tokens: 700,
         };
-        let user = user_prompt(&request, &TranscriptLimits::default());
-        assert!(user.contains("<previous_summary>\nold facts"));
+        let user = user_prompt(&merge, &TranscriptLimits::default());
         assert!(user.contains("<chunk 2>\npart two\n</chunk 2>"));
         assert!(user.contains("700 tokens"));
         assert!(!user.contains("<transcript>"));

@@ -4,7 +4,7 @@
 //! would do best, weights refitted by least squares (leave-one-out), and the `preTokens`
 //! Claude Code recorded.
 
-use context_cascade::calibrate::Calibration;
+use context_cascade::Calibration;
 use context_cascade::estimate::{ClassCounts, Weights};
 use context_cascade::{CascadeConfig, ContextManager};
 

@@ -4,12 +4,13 @@ use std::task::{Context, Poll, Waker};
 
 use serde_json::{Map, Value, json};
 
-use super::*;
-use crate::conversation::{Block, Message, Role, Shape, ToolCall, ToolResult};
-use crate::markers;
-use crate::summarizer::{
+use context_cascade::SUMMARY_PREFIX;
+use context_cascade::estimate::Estimator;
+use context_cascade::summarizer::{
     Summarizer, SummaryError, SummaryRequest, section_heading, split_sections,
 };
+use context_cascade::{Block, Message, Role, Shape, ToolCall, ToolResult};
+use context_cascade::{OfflineConfig, OfflineSummarizer};
 
 fn user(text: &str) -> Message {
     Message::text(Role::User, text)
@@ -44,15 +45,25 @@ fn result(id: &str, name: &str, text: &str) -> Message {
 }
 
 fn request(messages: Vec<Message>) -> SummaryRequest {
-    SummaryRequest {
+    SummaryRequest::summarize(messages, 100_000)
+}
+
+/// `messages` with an earlier summary to update.
+fn updating(messages: Vec<Message>, previous: String, max_tokens: u64) -> SummaryRequest {
+    SummaryRequest::Summarize {
         messages,
-        max_tokens: 100_000,
-        ..SummaryRequest::default()
+        previous_summary: Some(previous),
+        max_tokens,
     }
 }
 
+/// Tokens of a summary as the offline summarizer sizes it: the prior with its 10% margin.
+pub fn tokens(estimator: &Estimator, text: &str) -> u64 {
+    (estimator.text_tokens(text) as f64 * 1.1).ceil() as u64
+}
+
 /// Polls the summarizer's future once: it must be ready immediately.
-pub(super) fn run(request: &SummaryRequest) -> Result<String, SummaryError> {
+pub fn run(request: &SummaryRequest) -> Result<String, SummaryError> {
     let summarizer = OfflineSummarizer::default();
     let mut future = summarizer.summarize(request);
     let mut cx = Context::from_waker(Waker::noop());
@@ -234,9 +245,7 @@ fn previous_summary_is_merged_not_summarized() {
         result("p1", "Read", "fn main() {}"),
     ]))
     .unwrap();
-    let mut req = request(session());
-    req.previous_summary = Some(previous.clone());
-    let merged = run(&req).unwrap();
+    let merged = run(&updating(session(), previous.clone(), 100_000)).unwrap();
     for i in 0..9 {
         assert_eq!(merged.matches(&section_heading(i)).count(), 1);
     }
@@ -265,9 +274,7 @@ fn previous_summary_is_merged_not_summarized() {
     // The previous summary is not quoted as if it were a user message.
     assert!(!merged.contains("\"## 1."));
     // Merging the same summary again changes nothing.
-    let mut again = req.clone();
-    again.messages.clear();
-    again.previous_summary = Some(merged.clone());
+    let again = updating(Vec::new(), merged.clone(), 100_000);
     let s2 = sections_of(&run(&again).unwrap());
     assert_eq!(s2, s);
 }
@@ -276,18 +283,21 @@ fn previous_summary_is_merged_not_summarized() {
 fn a_newer_task_list_replaces_the_older_one() {
     let previous = run(&request(session())).unwrap();
     assert!(previous.contains("- [ ] Update CHANGELOG.md"));
-    let mut req = request(vec![assistant(
-        "",
-        &[(
-            "t2",
-            "TodoWrite",
-            json!({"todos": [
-                {"content": "Run the full test suite", "status": "completed"},
-                {"content": "Update CHANGELOG.md", "status": "completed"}
-            ]}),
+    let req = updating(
+        vec![assistant(
+            "",
+            &[(
+                "t2",
+                "TodoWrite",
+                json!({"todos": [
+                    {"content": "Run the full test suite", "status": "completed"},
+                    {"content": "Update CHANGELOG.md", "status": "completed"}
+                ]}),
+            )],
         )],
-    )]);
-    req.previous_summary = Some(previous);
+        previous,
+        100_000,
+    );
     let s = split_sections(&run(&req).unwrap());
     assert!(s[6].iter().all(|l| !l.starts_with("- [")), "{:?}", s[6]);
     assert!(
@@ -316,20 +326,8 @@ fn merging_a_shrunk_summary_again_reaches_a_fixed_point() {
         )));
     }
     let max = 1_500;
-    let first = run(&SummaryRequest {
-        messages,
-        max_tokens: max,
-        ..SummaryRequest::default()
-    })
-    .unwrap();
-    let merge = |previous: &str| {
-        run(&SummaryRequest {
-            previous_summary: Some(previous.to_owned()),
-            max_tokens: max,
-            ..SummaryRequest::default()
-        })
-        .unwrap()
-    };
+    let first = run(&SummaryRequest::summarize(messages, max)).unwrap();
+    let merge = |previous: &str| run(&updating(Vec::new(), previous.to_owned(), max)).unwrap();
     let second = merge(&first);
     let third = merge(&second);
     assert_eq!(second, third);
@@ -359,7 +357,7 @@ fn anthropic_tool_use_and_flagged_results() {
             ]}
         ]
     });
-    let conversation = crate::format::parse(body.to_string().as_bytes(), None).unwrap();
+    let conversation = context_cascade::format::parse(body.to_string().as_bytes(), None).unwrap();
     let s = split_sections(&run(&request(conversation.messages)).unwrap());
     assert!(
         s[2].contains(&"- `/w/Cargo.toml` (read)".to_owned()),
@@ -387,8 +385,8 @@ fn anthropic_tool_use_and_flagged_results() {
 fn summary_inside_messages_is_merged_and_notices_skipped() {
     let old = run(&request(vec![user("Keep the logs in /var/log/app.log")])).unwrap();
     let messages = vec![
-        user(&format!("{}\n{old}", markers::SUMMARY_PREFIX)),
-        user(&markers::pruned_notice(4)),
+        user(&format!("{}\n{old}", SUMMARY_PREFIX)),
+        user("[context compacted: 4 earlier messages removed]"),
         user("Now add retries."),
     ];
     let s = sections_of(&run(&request(messages)).unwrap());
@@ -413,10 +411,9 @@ fn summary_inside_messages_is_merged_and_notices_skipped() {
 fn partials_are_merged_in_order() {
     let first = run(&request(session()[..3].to_vec())).unwrap();
     let second = run(&request(session()[3..].to_vec())).unwrap();
-    let req = SummaryRequest {
+    let req = SummaryRequest::Merge {
         partials: vec![first, second],
         max_tokens: 100_000,
-        ..SummaryRequest::default()
     };
     let merged = run(&req).unwrap();
     for i in 0..9 {
@@ -476,8 +473,7 @@ fn max_tokens_is_respected_by_shrinking() {
     let full = run(&request(messages.clone())).unwrap();
     let full_tokens = tokens(&estimator, &full);
     for max in [full_tokens, full_tokens / 2, 2_000, 600, 200, 120] {
-        let mut req = request(messages.clone());
-        req.max_tokens = max;
+        let req = SummaryRequest::summarize(messages.clone(), max);
         let summary = run(&req).unwrap();
         assert!(tokens(&estimator, &summary) <= max, "{max}");
         for i in 0..9 {
@@ -490,8 +486,7 @@ fn max_tokens_is_respected_by_shrinking() {
             );
         }
     }
-    let mut tiny = request(messages);
-    tiny.max_tokens = 10;
+    let tiny = SummaryRequest::summarize(messages, 10);
     assert!(matches!(run(&tiny), Err(SummaryError::TooLarge { .. })));
 }
 
@@ -511,11 +506,7 @@ fn multi_megabyte_input_is_summarized() {
         messages.push(result(&format!("b{i}"), "Bash", &big_output));
     }
     messages.push(user(&"long paste ".repeat(100_000)));
-    let req = SummaryRequest {
-        messages,
-        max_tokens: 4_000,
-        ..SummaryRequest::default()
-    };
+    let req = SummaryRequest::summarize(messages, 4_000);
     let summary = run(&req).unwrap();
     assert!(summary.len() < 40_000, "{}", summary.len());
     assert!(summary.contains("error: out of memory"));
@@ -539,8 +530,7 @@ fn multibyte_text_is_never_cut_inside_a_character() {
     ];
     let estimator = Estimator::default();
     for max in [100_000, 1_000, 300, 150] {
-        let mut req = request(messages.clone());
-        req.max_tokens = max;
+        let req = SummaryRequest::summarize(messages.clone(), max);
         let summary = run(&req).unwrap();
         assert!(tokens(&estimator, &summary) <= max);
         assert!(!summary.contains('\u{FFFD}'));

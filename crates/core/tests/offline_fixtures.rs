@@ -1,12 +1,15 @@
 //! The offline summarizer on the real transcripts of `fixtures/` (vendored in the repository): the files an agent
 //! worked on must survive a tenfold compaction.
+// Helpers beside the tests unwrap what a test would: a panic is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use serde_json::{Value, json};
 
-use super::tests::run;
-use super::tokens;
-use crate::estimate::Estimator;
-use crate::summarizer::{SummaryRequest, split_sections};
+use std::task::{Context, Poll, Waker};
+
+use context_cascade::OfflineSummarizer;
+use context_cascade::estimate::Estimator;
+use context_cascade::summarizer::{Summarizer, SummaryError, SummaryRequest, split_sections};
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fixtures/transcripts");
 
@@ -17,7 +20,7 @@ fn fixture_paths_kept(name: &str, max_tokens: Option<u64>) -> (usize, usize, Str
     let bytes = std::fs::read(format!("{FIXTURES}/{name}")).unwrap();
     let fixture: Value = serde_json::from_slice(&bytes).unwrap();
     let body = json!({"model": "gpt-4o", "messages": fixture["messages"].clone()});
-    let conversation = crate::format::parse(body.to_string().as_bytes(), None).unwrap();
+    let conversation = context_cascade::format::parse(body.to_string().as_bytes(), None).unwrap();
     let mut arg_paths: Vec<String> = Vec::new();
     for call in conversation.messages.iter().flat_map(|m| m.tool_calls()) {
         let args = call.arguments_value().unwrap_or(Value::Null);
@@ -31,11 +34,7 @@ fn fixture_paths_kept(name: &str, max_tokens: Option<u64>) -> (usize, usize, Str
     }
     let estimator = Estimator::default();
     let max = max_tokens.unwrap_or(estimator.tokens(&conversation) / 10);
-    let req = SummaryRequest {
-        messages: conversation.messages,
-        max_tokens: max,
-        ..SummaryRequest::default()
-    };
+    let req = SummaryRequest::summarize(conversation.messages, max);
     let summary = run(&req).unwrap();
     assert!(tokens(&estimator, &summary) <= max, "{name}");
     let files = split_sections(&summary)[2].join("\n");
@@ -75,5 +74,21 @@ fn every_fixture_keeps_its_paths_at_a_tenth_of_its_size() {
             fixture_paths_kept(name, None).2,
             "{name}: deterministic"
         );
+    }
+}
+
+/// Tokens of a summary as the offline summarizer sizes it: the prior with its 10% margin.
+fn tokens(estimator: &Estimator, text: &str) -> u64 {
+    (estimator.text_tokens(text) as f64 * 1.1).ceil() as u64
+}
+
+/// Polls the summarizer's future once: it must be ready immediately.
+fn run(request: &SummaryRequest) -> Result<String, SummaryError> {
+    let summarizer = OfflineSummarizer::default();
+    let mut future = summarizer.summarize(request);
+    let mut cx = Context::from_waker(Waker::noop());
+    match future.as_mut().poll(&mut cx) {
+        Poll::Ready(result) => result,
+        Poll::Pending => panic!("the offline summarizer must be ready at once"),
     }
 }
