@@ -12,6 +12,7 @@ use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Map, Value};
 
 use crate::error::ClientError;
+use crate::http::{error_chain, header_pairs, transport_error};
 use crate::provider::{Provider, usage_from_response};
 use crate::stream::SseStream;
 
@@ -166,7 +167,7 @@ impl ChatClient {
             pretty: false,
         };
         let value = to_value(conversation, options)
-            .map_err(|e| LlmError::Transport(format!("could not write the request: {e}")))?;
+            .map_err(|e| LlmError::Local(format!("could not write the request: {e}")))?;
         Ok(match value {
             Value::Array(messages) => {
                 let mut body = Map::new();
@@ -229,7 +230,7 @@ impl ChatClient {
     /// Applies the model override and the stream flag to a request body.
     fn prepare(&self, body: Value, stream: bool) -> Result<Value, LlmError> {
         let Value::Object(mut body) = body else {
-            return Err(LlmError::Transport(
+            return Err(LlmError::Local(
                 "the request body must be a JSON object".into(),
             ));
         };
@@ -273,7 +274,7 @@ impl Llm for ChatClient {
             let client = self.clone();
             crate::runtime::run_outside_tokio(async move { client.complete(body).await })
                 .await
-                .unwrap_or_else(|e| Err(LlmError::Transport(e)))
+                .unwrap_or_else(|e| Err(LlmError::Local(e)))
         })
     }
 }
@@ -335,17 +336,6 @@ fn auth_headers(provider: Provider, key: Option<&str>) -> Result<HeaderMap, Clie
     Ok(headers)
 }
 
-/// Response headers as (name, value) pairs, values read lossily as UTF-8.
-pub(crate) fn header_pairs(headers: &reqwest::header::HeaderMap) -> Vec<(String, String)> {
-    headers
-        .iter()
-        .map(|(name, value)| {
-            let value = String::from_utf8_lossy(value.as_bytes()).into_owned();
-            (name.as_str().to_owned(), value)
-        })
-        .collect()
-}
-
 /// A non-2xx answer as [`LlmError::Status`], headers and body kept as they came.
 async fn error_for_status(response: reqwest::Response) -> Result<reqwest::Response, LlmError> {
     let status = response.status();
@@ -360,30 +350,6 @@ async fn error_for_status(response: reqwest::Response) -> Result<reqwest::Respon
         headers,
         body,
     })
-}
-
-/// Timeouts as [`LlmError::Timeout`], everything else as [`LlmError::Transport`].
-pub(crate) fn transport_error(error: &reqwest::Error) -> LlmError {
-    if error.is_timeout() {
-        LlmError::Timeout
-    } else {
-        LlmError::Transport(error_chain(error))
-    }
-}
-
-/// An error and its sources, `outer: inner: root` (reqwest's own message is terse).
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(inner) = source {
-        let inner_text = inner.to_string();
-        if !text.contains(&inner_text) {
-            text.push_str(": ");
-            text.push_str(&inner_text);
-        }
-        source = inner.source();
-    }
-    text
 }
 
 #[cfg(test)]

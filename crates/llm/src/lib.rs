@@ -26,16 +26,21 @@
 //! ```
 
 pub mod client;
+pub mod endpoint;
 pub mod error;
+pub mod http;
 pub mod provider;
 mod runtime;
 pub mod stream;
 pub mod summarizer;
 
 pub use client::{ChatClient, ClientConfig};
+pub use endpoint::{EndpointSpec, SummarizerSpec};
 pub use error::ClientError;
+pub use http::{header_pairs, transport_error};
 pub use provider::{
-    Provider, is_truncated, response_text, usage_from_response, usage_from_sse_event,
+    Provider, is_truncated, response_text, usage_from_body, usage_from_response,
+    usage_from_sse_event,
 };
 pub use stream::{SseEvent, SseStream, UsageProbe, UsageScanner};
 pub use summarizer::prompt::TranscriptLimits;

@@ -30,6 +30,8 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use cascade_llm::{Provider, SummarizerSpec};
+
 use crate::error::ProxyError;
 
 /// Default request body limit: 32 MiB.
@@ -39,42 +41,8 @@ pub const DEFAULT_UPSTREAM_TIMEOUT: Duration = Duration::from_secs(600);
 /// The SQLite path that keeps everything in memory (tests, throwaway runs).
 pub const IN_MEMORY_DB: &str = ":memory:";
 
-/// Which summarizer strategy ④ uses.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SummarizerChoice {
-    /// The deterministic extractive summarizer of the core (no network).
-    Offline,
-    /// An LLM behind an OpenAI- or Anthropic-compatible endpoint; its key comes from
-    /// `CASCADE_SUMMARIZER_API_KEY`.
-    Llm {
-        /// Base URL of the endpoint.
-        url: String,
-        /// Model to ask (`summarizer_model`), if the endpoint needs one.
-        model: Option<String>,
-        /// Speaks Anthropic Messages rather than OpenAI Chat Completions.
-        anthropic: bool,
-    },
-}
-
 /// The environment variable that holds the LLM summarizer's API key.
 pub use cascade_llm::SUMMARIZER_KEY_ENV;
-
-impl SummarizerChoice {
-    /// `"offline"` or a URL, as the `--summarizer` flag takes it. A URL on
-    /// `anthropic.com` speaks Anthropic Messages; any other, OpenAI Chat Completions.
-    pub fn parse(text: &str, model: Option<String>) -> Self {
-        let text = text.trim();
-        if text.eq_ignore_ascii_case("offline") || text.is_empty() {
-            SummarizerChoice::Offline
-        } else {
-            SummarizerChoice::Llm {
-                url: text.to_owned(),
-                model,
-                anthropic: text.contains("anthropic.com"),
-            }
-        }
-    }
-}
 
 /// Everything the proxy needs to run. Build it with [`ProxyConfig::new`] or
 /// [`ProxyConfig::from_toml_str`] / [`ProxyConfig::load`], then override fields from flags.
@@ -102,7 +70,7 @@ pub struct ProxyConfig {
     /// Tool names whose results are never compacted.
     pub never_compact_tools: Vec<String>,
     /// The summarizer of strategy ④.
-    pub summarizer: SummarizerChoice,
+    pub summarizer: SummarizerSpec,
     /// `[[model]]` catalog overrides, as TOML text (empty: none).
     pub catalog_toml: String,
     /// Re-apply the previous request's compaction to the known prefix of a conversation
@@ -161,7 +129,7 @@ impl ProxyConfig {
             discover: true,
             compactable_tools: Vec::new(),
             never_compact_tools: Vec::new(),
-            summarizer: SummarizerChoice::Offline,
+            summarizer: SummarizerSpec::Offline,
             catalog_toml: String::new(),
             sticky_prefix: true,
             compact_short_of_watermark: true,
@@ -209,21 +177,14 @@ impl ProxyConfig {
         }
         config.compactable_tools = file.compactable_tools;
         config.never_compact_tools = file.never_compact_tools;
+        let api = match file.summarizer_protocol {
+            Some(protocol) => Some(protocol.parse::<Provider>().map_err(|e| {
+                ProxyError::Config(format!("summarizer_protocol = {protocol:?}: {e}"))
+            })?),
+            None => None,
+        };
         if let Some(s) = file.summarizer {
-            config.summarizer = SummarizerChoice::parse(&s, file.summarizer_model);
-        }
-        if let (Some(protocol), SummarizerChoice::Llm { anthropic, .. }) =
-            (file.summarizer_protocol, &mut config.summarizer)
-        {
-            *anthropic = match protocol.trim().to_ascii_lowercase().as_str() {
-                "anthropic" => true,
-                "openai" => false,
-                other => {
-                    return Err(ProxyError::Config(format!(
-                        "summarizer_protocol = {other:?}: expected \"openai\" or \"anthropic\""
-                    )));
-                }
-            };
+            config.summarizer = SummarizerSpec::parse(&s, api, file.summarizer_model);
         }
         if !file.model.is_empty() {
             // Only the [[model]] tables: the catalog rejects keys it does not know.
@@ -326,14 +287,18 @@ mod tests {
     }
 
     #[test]
-    fn summarizer_flag_parses() {
+    fn summarizer_keys_are_read() {
+        let c = ProxyConfig::from_toml_str("summarizer = \"offline\"").unwrap();
+        assert_eq!(c.summarizer, SummarizerSpec::Offline);
+        let text = "summarizer = \"http://x\"\nsummarizer_model = \"m\"\nsummarizer_protocol = \"anthropic\"";
+        let SummarizerSpec::Endpoint(e) = ProxyConfig::from_toml_str(text).unwrap().summarizer
+        else {
+            panic!("an endpoint")
+        };
         assert_eq!(
-            SummarizerChoice::parse("offline", None),
-            SummarizerChoice::Offline
+            (e.provider, e.model.as_deref()),
+            (Provider::Anthropic, Some("m"))
         );
-        assert!(matches!(
-            SummarizerChoice::parse("http://x", Some("m".into())),
-            SummarizerChoice::Llm { .. }
-        ));
+        assert!(ProxyConfig::from_toml_str("summarizer_protocol = \"gemini\"").is_err());
     }
 }

@@ -32,6 +32,7 @@ pub mod stream;
 pub mod summary_cache;
 pub mod upstream;
 
-pub use config::{ProxyConfig, SummarizerChoice};
+pub use cascade_llm::{EndpointSpec, Provider, SummarizerSpec};
+pub use config::ProxyConfig;
 pub use error::ProxyError;
 pub use server::{AppState, REPORT_HEADER, router, serve};

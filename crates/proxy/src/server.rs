@@ -11,7 +11,7 @@ use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use bytes::Bytes;
-use cascade_llm::{LlmSummarizer, Provider};
+use cascade_llm::Provider;
 use context_cascade::calibrate::Calibration;
 use context_cascade::catalog::Catalog;
 use context_cascade::config::{Budget, CascadeConfig};
@@ -27,7 +27,7 @@ use context_cascade::{Conversation, Format};
 use futures::StreamExt;
 use serde_json::Value;
 
-use crate::config::{ProxyConfig, SummarizerChoice};
+use crate::config::ProxyConfig;
 use crate::discovery::Windows;
 use crate::error::{ErrorKind, ProxyError, error_response};
 use crate::memory;
@@ -132,22 +132,10 @@ impl AppState {
 }
 
 fn summarizer(config: &ProxyConfig) -> Result<Arc<dyn Summarizer>, ProxyError> {
-    match &config.summarizer {
-        SummarizerChoice::Offline => Ok(Arc::new(OfflineSummarizer::default())),
-        SummarizerChoice::Llm {
-            url,
-            model,
-            anthropic,
-        } => {
-            let provider = if *anthropic {
-                Provider::Anthropic
-            } else {
-                Provider::OpenAi
-            };
-            let summarizer = LlmSummarizer::for_endpoint(provider, url, model.as_deref())
-                .map_err(|e| ProxyError::Config(format!("summarizer {url}: {e}")))?;
-            Ok(Arc::new(summarizer))
-        }
+    match config.summarizer.llm_summarizer() {
+        Ok(Some(summarizer)) => Ok(Arc::new(summarizer)),
+        Ok(None) => Ok(Arc::new(OfflineSummarizer::default())),
+        Err(e) => Err(ProxyError::Config(format!("summarizer: {e}"))),
     }
 }
 
@@ -326,6 +314,7 @@ async fn cascade(state: &Arc<AppState>, format: Format, request: Request) -> Res
     // carry `_pin` markers, which providers reject).
     let untouched = stitched.is_none() && injection.is_none() && !carries_pins(&conversation);
     let call = UpstreamCall {
+        provider: Provider::for_format(format),
         original: untouched.then(|| (bytes.clone(), conversation.clone())),
         client: &state.client,
         url: format!("{}{path}", state.config.upstream_base()),
@@ -465,7 +454,8 @@ fn success(
             let headers = response_headers(upstream.headers());
             let prior = state.manager.prior(sent);
             let observer = state.clone();
-            let body = scan_usage(upstream.bytes_stream(), move |tokens| {
+            let provider = Provider::for_format(sent.format);
+            let body = scan_usage(provider, upstream.bytes_stream(), move |tokens| {
                 observer.manager.observe(&model, prior, tokens);
                 observer.save_scale(&model);
             });
@@ -489,6 +479,11 @@ fn upstream_failure(format: Format, error: &LlmError) -> Response {
             tracing::warn!(%detail, "upstream unreachable");
             let message = format!("context-cascade: could not reach the upstream: {detail}");
             error_response(format, ErrorKind::Unreachable, &message)
+        }
+        LlmError::Local(detail) => {
+            tracing::warn!(%detail, "could not send the request upstream");
+            let message = format!("context-cascade: could not send the request: {detail}");
+            error_response(format, ErrorKind::Internal, &message)
         }
         LlmError::Timeout => error_response(
             format,

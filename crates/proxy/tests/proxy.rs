@@ -438,7 +438,7 @@ async fn llm_summarizer_is_used_when_configured() {
     config.discover = false;
     config.window = Some(4000);
     config.summarizer =
-        cascade_proxy::SummarizerChoice::parse(&h.upstream, Some("summarizer-model".into()));
+        cascade_proxy::SummarizerSpec::parse(&h.upstream, None, Some("summarizer-model".into()));
     let (proxy, state) = common::start_proxy(config).await;
     let body = json!({"model": "gpt-4o", "messages": history(10, 3000, LAST)});
     let response = h

@@ -10,7 +10,7 @@ pub mod replay;
 
 use std::sync::Arc;
 
-use cascade_llm::{LlmSummarizer, Provider};
+use cascade_llm::{Provider, SummarizerSpec};
 use std::path::Path;
 
 use context_cascade::{Budget, ContextManager, Conversation, Format};
@@ -76,48 +76,52 @@ impl CascadeArgs {
     }
 }
 
-/// `--summarizer offline|URL`: who writes the summaries of strategy ④.
+/// `--summarizer offline|URL` and its protocol and model: who writes the summaries of
+/// strategy ④. `compact`, `replay` and `proxy` take the same flags and read them with the same
+/// parser ([`SummarizerSpec::parse`]), so one URL means one protocol in every command.
 #[derive(Debug, Clone, clap::Args)]
 pub struct SummarizerArgs {
-    /// `offline` (deterministic, no network) or the base URL of an OpenAI-compatible
-    /// endpoint (Anthropic with `--summarizer-api anthropic`); the key comes from
-    /// CASCADE_SUMMARIZER_API_KEY.
-    #[arg(long, value_name = "offline|URL", default_value = "offline")]
-    pub summarizer: String,
+    /// `offline` (deterministic, no network) or the base URL of an OpenAI- or
+    /// Anthropic-compatible endpoint; the key comes from CASCADE_SUMMARIZER_API_KEY.
+    #[arg(long, value_name = "offline|URL")]
+    pub summarizer: Option<String>,
     /// The model the summarizer endpoint is asked for.
     #[arg(long, value_name = "NAME")]
     pub summarizer_model: Option<String>,
-    /// The protocol the summarizer endpoint speaks.
-    #[arg(long, value_enum, default_value_t = ApiArg::Openai)]
-    pub summarizer_api: ApiArg,
+    /// The protocol the summarizer endpoint speaks: `openai` (Chat Completions) or
+    /// `anthropic` (Messages). Default: `anthropic` for a host on anthropic.com, else `openai`.
+    #[arg(long, value_name = "openai|anthropic", value_parser = parse_provider)]
+    pub summarizer_api: Option<Provider>,
 }
 
-/// `--summarizer-api`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum ApiArg {
-    /// OpenAI Chat Completions (`/v1/chat/completions`).
-    Openai,
-    /// Anthropic Messages (`/v1/messages`).
-    Anthropic,
+/// clap's parser for `--summarizer-api` (the provider vocabulary of cascade-llm).
+fn parse_provider(text: &str) -> Result<Provider, String> {
+    text.parse::<Provider>().map_err(|e| e.to_string())
 }
 
 impl SummarizerArgs {
-    /// Gives `manager` this summarizer.
+    /// What the flags name; `None` when `--summarizer` was not given.
+    pub fn spec(&self) -> Option<SummarizerSpec> {
+        let text = self.summarizer.as_deref()?;
+        Some(SummarizerSpec::parse(
+            text,
+            self.summarizer_api,
+            self.summarizer_model.clone(),
+        ))
+    }
+
+    /// Gives `manager` this summarizer (the offline one when none was named).
     pub fn install(&self, manager: ContextManager) -> Result<ContextManager, CliError> {
-        if self.summarizer.eq_ignore_ascii_case("offline") {
+        let spec = self.spec().unwrap_or(SummarizerSpec::Offline);
+        match spec.llm_summarizer() {
+            Ok(Some(summarizer)) => Ok(manager.with_summarizer(Arc::new(summarizer))),
             // ContextManager::new already holds the offline summarizer.
-            return Ok(manager);
+            Ok(None) => Ok(manager),
+            Err(e) => Err(CliError::bad_input(
+                "--summarizer",
+                self.summarizer.as_deref().unwrap_or_default(),
+                e.to_string(),
+            )),
         }
-        let provider = match self.summarizer_api {
-            ApiArg::Openai => Provider::OpenAi,
-            ApiArg::Anthropic => Provider::Anthropic,
-        };
-        let summarizer = LlmSummarizer::for_endpoint(
-            provider,
-            &self.summarizer,
-            self.summarizer_model.as_deref(),
-        )
-        .map_err(|e| CliError::bad_input("--summarizer", &self.summarizer, e.to_string()))?;
-        Ok(manager.with_summarizer(Arc::new(summarizer)))
     }
 }

@@ -4,8 +4,9 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use cascade_proxy::{ProxyConfig, SummarizerChoice};
+use cascade_proxy::ProxyConfig;
 
+use crate::commands::SummarizerArgs;
 use crate::error::CliError;
 
 /// Flags of `cascade proxy`; each overrides the config file's value.
@@ -26,12 +27,9 @@ pub struct ProxyArgs {
     /// SQLite file for the summary cache, calibration, memory and sticky prefixes.
     #[arg(long, value_name = "PATH")]
     pub db: Option<PathBuf>,
-    /// `offline` or the base URL of a summarizer endpoint (key: CASCADE_SUMMARIZER_API_KEY).
-    #[arg(long, value_name = "offline|URL")]
-    pub summarizer: Option<String>,
-    /// The model the summarizer endpoint is asked for.
-    #[arg(long, value_name = "NAME")]
-    pub summarizer_model: Option<String>,
+    /// Overrides the config file's `summarizer`, `summarizer_model`, `summarizer_protocol`.
+    #[command(flatten)]
+    pub summarizer: SummarizerArgs,
 }
 
 /// Builds the configuration and serves until Ctrl-C.
@@ -82,8 +80,8 @@ fn configure(args: &ProxyArgs) -> Result<ProxyConfig, CliError> {
     if let Some(db) = &args.db {
         config.db_path = db.clone();
     }
-    if let Some(summarizer) = &args.summarizer {
-        config.summarizer = SummarizerChoice::parse(summarizer, args.summarizer_model.clone());
+    if let Some(summarizer) = args.summarizer.spec() {
+        config.summarizer = summarizer;
     }
     Ok(config)
 }

@@ -243,6 +243,8 @@ impl Summarizer for LlmSummarizer {
 fn is_transient(error: &LlmError) -> bool {
     match error {
         LlmError::Transport(_) | LlmError::Timeout => true,
+        // Our own failure: the same request would fail the same way.
+        LlmError::Local(_) => false,
         LlmError::Status { status, .. } => *status == 429 || *status >= 500,
     }
 }
