@@ -6,6 +6,7 @@
 //! original key order (unknown keys included).
 
 mod anthropic;
+pub mod message_facts;
 mod openai;
 mod ordered;
 
