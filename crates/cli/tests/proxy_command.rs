@@ -132,3 +132,30 @@ fn the_proxy_needs_an_upstream() {
     assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
     assert!(stderr.contains("upstream is required"), "{stderr}");
 }
+
+#[test]
+fn a_proxy_that_cannot_start_exits_3_and_help_lists_the_codes() {
+    // A directory is no SQLite file: the store cannot open, the proxy cannot start.
+    let dir = std::env::temp_dir();
+    let out = Command::new(BIN)
+        .args([
+            "proxy",
+            "--upstream",
+            "http://127.0.0.1:9",
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .args(["--db", dir.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    let last = stderr.trim().lines().last().unwrap_or_default();
+    assert!(last.starts_with("cascade: proxy: store error"), "{stderr}");
+    let help = Command::new(BIN).arg("--help").output().unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(
+        help.contains("Exit codes:") && help.contains("  3  the proxy"),
+        "{help}"
+    );
+}

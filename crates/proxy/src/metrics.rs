@@ -45,6 +45,17 @@ pub struct Snapshot {
     pub tokens_saved: u64,
 }
 
+/// How a request on a cascade route ended, for [`Metrics::report`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallOutcome {
+    /// The upstream answered (after recovering from any overflow it reported).
+    Answered,
+    /// Every recovery step was spent and the conversation still overflowed.
+    Exhausted,
+    /// The upstream failed with something other than an overflow.
+    Failed,
+}
+
 impl Metrics {
     fn with(&self, f: impl FnOnce(&mut Counters)) {
         // A poisoned lock only means another request panicked mid-update; counters are
@@ -58,8 +69,11 @@ impl Metrics {
         self.with(|c| *c.requests.entry((route.to_owned(), status)).or_default() += 1);
     }
 
-    /// What the cascade did for one request: strategies, tokens saved, calls, overflows.
-    pub fn report(&self, report: &Report, recovered: bool, exhausted: bool) {
+    /// What the cascade did for one request: strategies, tokens saved, calls, overflows,
+    /// and how the request ended.
+    pub fn report(&self, report: &Report, outcome: CallOutcome) {
+        let recovered = outcome == CallOutcome::Answered;
+        let exhausted = outcome == CallOutcome::Exhausted;
         self.with(|c| {
             for step in &report.steps {
                 *c.strategies

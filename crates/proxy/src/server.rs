@@ -28,7 +28,7 @@ use crate::config::ProxyConfig;
 use crate::discovery::Windows;
 use crate::error::{ErrorKind, ProxyError, error_response};
 use crate::memory;
-use crate::metrics::{Metrics, Snapshot};
+use crate::metrics::{CallOutcome, Metrics, Snapshot};
 use crate::stability::{Edit, LazyHashes, Sticky, hash_at};
 use crate::store::Store;
 use crate::stream::scan_usage;
@@ -303,7 +303,7 @@ async fn cascade(state: &Arc<AppState>, format: Format, request: Request) -> Res
     match result {
         Ok(called) => {
             let report = called.report;
-            state.metrics.report(&report, true, false);
+            state.metrics.report(&report, CallOutcome::Answered);
             if let Some(sticky) = &state.sticky {
                 let changed = stitched.is_some() || !report.steps.is_empty();
                 sticky.record(&key, &mut hashes, &conversation, changed);
@@ -314,7 +314,7 @@ async fn cascade(state: &Arc<AppState>, format: Format, request: Request) -> Res
             response
         }
         Err(CallError::Exhausted { report }) => {
-            state.metrics.report(&report, false, true);
+            state.metrics.report(&report, CallOutcome::Exhausted);
             state.save_scale(&model);
             let steps = report.summary_line();
             let message = format!(
@@ -340,7 +340,7 @@ async fn cascade(state: &Arc<AppState>, format: Format, request: Request) -> Res
             response
         }
         Err(CallError::Llm { error, report }) => {
-            state.metrics.report(&report, false, false);
+            state.metrics.report(&report, CallOutcome::Failed);
             let mut response = upstream_failure(format, &error);
             add_report_header(&mut response, &report);
             response

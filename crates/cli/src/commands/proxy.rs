@@ -38,7 +38,7 @@ pub fn run(args: &ProxyArgs) -> Result<(), CliError> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-        .map_err(|e| CliError::Runtime(e.to_string()))?;
+        .map_err(CliError::Runtime)?;
     runtime.block_on(async move {
         let listener = tokio::net::TcpListener::bind(config.listen)
             .await
@@ -53,7 +53,7 @@ pub fn run(args: &ProxyArgs) -> Result<(), CliError> {
         }
         cascade_proxy::serve(config, listener)
             .await
-            .map_err(|e| CliError::Runtime(e.to_string()))
+            .map_err(CliError::from)
     })
 }
 
