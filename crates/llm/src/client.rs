@@ -12,6 +12,7 @@ use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Map, Value};
 
 use crate::error::ClientError;
+use crate::executor::{Executor, Runner};
 use crate::http::{error_chain, header_pairs, transport_error};
 use crate::provider::{Provider, usage_from_response};
 use crate::stream::SseStream;
@@ -38,6 +39,8 @@ pub struct ClientConfig {
     /// Non-streaming: the whole call. Streaming: until the response headers, then between
     /// two reads of the body.
     pub timeout: Duration,
+    /// The runtime the `Llm` and `Summarizer` implementations run on.
+    pub executor: Executor,
 }
 
 impl ClientConfig {
@@ -49,7 +52,14 @@ impl ClientConfig {
             api_key: None,
             model: None,
             timeout: DEFAULT_TIMEOUT,
+            executor: Executor::Current,
         }
+    }
+
+    /// Sets the runtime the trait implementations run on.
+    pub fn executor(mut self, executor: Executor) -> Self {
+        self.executor = executor;
+        self
     }
 
     /// Sets the API key.
@@ -80,6 +90,7 @@ impl fmt::Debug for ClientConfig {
             .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
             .field("model", &self.model)
             .field("timeout", &self.timeout)
+            .field("executor", &self.executor)
             .finish()
     }
 }
@@ -94,6 +105,7 @@ pub struct ChatClient {
     headers: HeaderMap,
     model: Option<String>,
     timeout: Duration,
+    runner: Runner,
 }
 
 impl fmt::Debug for ChatClient {
@@ -103,6 +115,7 @@ impl fmt::Debug for ChatClient {
             .field("endpoint", &self.endpoint.as_str())
             .field("model", &self.model)
             .field("timeout", &self.timeout)
+            .field("executor", &self.runner)
             .finish_non_exhaustive()
     }
 }
@@ -121,7 +134,9 @@ impl ChatClient {
             .read_timeout(config.timeout)
             .build()
             .map_err(|e| ClientError::Http(error_chain(&e)))?;
+        let runner = Runner::new(&config.executor)?;
         Ok(ChatClient {
+            runner,
             http,
             provider: config.provider,
             base_url,
@@ -155,6 +170,15 @@ impl ChatClient {
     /// The configured timeout.
     pub fn timeout(&self) -> Duration {
         self.timeout
+    }
+
+    /// Runs `future` on the client's [`Executor`] (what the trait implementations do).
+    pub(crate) async fn run<F>(&self, future: F) -> Result<F::Output, LlmError>
+    where
+        F: std::future::Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.runner.run(future).await
     }
 
     /// The request body for a conversation: written in its own format with `_pin` markers
@@ -258,7 +282,7 @@ impl ChatClient {
     }
 }
 
-/// Works under any executor: outside a Tokio runtime the request runs on a background one.
+/// Runs on the client's [`Executor`].
 impl Llm for ChatClient {
     type Output = Value;
 
@@ -268,13 +292,10 @@ impl Llm for ChatClient {
     ) -> BoxFuture<'a, Result<Completion<Value>, LlmError>> {
         Box::pin(async move {
             let body = self.request_body(conversation)?;
-            if crate::runtime::in_tokio() {
-                return self.complete(body).await;
-            }
             let client = self.clone();
-            crate::runtime::run_outside_tokio(async move { client.complete(body).await })
-                .await
-                .unwrap_or_else(|e| Err(LlmError::Local(e)))
+            self.runner
+                .run(async move { client.complete(body).await })
+                .await?
         })
     }
 }

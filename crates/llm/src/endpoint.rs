@@ -2,6 +2,7 @@
 //! the proxy's configuration share, so that one URL means one protocol everywhere.
 
 use crate::error::ClientError;
+use crate::executor::Executor;
 use crate::provider::Provider;
 use crate::summarizer::LlmSummarizer;
 
@@ -43,16 +44,14 @@ impl SummarizerSpec {
     }
 
     /// The LLM summarizer this names (`None` for [`SummarizerSpec::Offline`]), its key read
-    /// from [`crate::SUMMARIZER_KEY_ENV`]. Fails on a URL that is not http(s).
-    pub fn llm_summarizer(&self) -> Result<Option<LlmSummarizer>, ClientError> {
+    /// from [`crate::SUMMARIZER_KEY_ENV`], its calls run on `executor`. Fails on a URL that
+    /// is not http(s).
+    pub fn llm_summarizer(&self, executor: Executor) -> Result<Option<LlmSummarizer>, ClientError> {
         match self {
             SummarizerSpec::Offline => Ok(None),
-            SummarizerSpec::Endpoint(endpoint) => LlmSummarizer::for_endpoint(
-                endpoint.provider,
-                &endpoint.url,
-                endpoint.model.as_deref(),
-            )
-            .map(Some),
+            SummarizerSpec::Endpoint(endpoint) => {
+                LlmSummarizer::for_endpoint(endpoint, executor).map(Some)
+            }
         }
     }
 }

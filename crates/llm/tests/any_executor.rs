@@ -5,8 +5,8 @@ mod common;
 
 use std::time::Duration;
 
-use cascade_llm::{ChatClient, ClientConfig, LlmSummarizer, Provider};
-use context_cascade::llm::Llm;
+use cascade_llm::{ChatClient, ClientConfig, Executor, LlmSummarizer, Provider};
+use context_cascade::llm::{Llm, LlmError};
 use context_cascade::summarizer::{Summarizer, SummaryRequest, section_heading};
 use context_cascade::{Conversation, Format, Message, Role};
 use serde_json::json;
@@ -36,7 +36,9 @@ fn calls_work_without_a_tokio_runtime() {
     assert!(tokio::runtime::Handle::try_current().is_err());
 
     let client = ChatClient::new(
-        ClientConfig::new(Provider::OpenAi, &upstream.base).timeout(Duration::from_secs(10)),
+        ClientConfig::new(Provider::OpenAi, &upstream.base)
+            .timeout(Duration::from_secs(10))
+            .executor(Executor::Dedicated),
     )
     .expect("client");
     let mut conversation = Conversation::new(Format::Bare);
@@ -63,4 +65,37 @@ fn calls_work_without_a_tokio_runtime() {
     assert!(a.expect("summary").contains("- item 8"));
     assert!(b.is_ok());
     assert_eq!(upstream.hits(), 3);
+
+    // The default executor is the current runtime: without one, the call says so instead
+    // of starting a runtime behind the caller's back.
+    let current =
+        ChatClient::new(ClientConfig::new(Provider::OpenAi, &upstream.base)).expect("client");
+    let error = futures::executor::block_on(current.call(&conversation)).unwrap_err();
+    assert!(
+        matches!(error, LlmError::Local(ref m) if m.contains("no Tokio runtime")),
+        "{error:?}"
+    );
+    assert_eq!(upstream.hits(), 3);
+}
+
+#[test]
+fn a_runtime_given_by_handle_carries_the_calls() {
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let upstream = runtime.block_on(common::start(|_, _| {
+        common::json(
+            200,
+            json!({"choices": [{"message": {"content": "hi"}}], "usage": {"prompt_tokens": 3}}),
+        )
+    }));
+    let client = ChatClient::new(
+        ClientConfig::new(Provider::OpenAi, &upstream.base)
+            .executor(Executor::Handle(runtime.handle().clone())),
+    )
+    .expect("client");
+    let mut conversation = Conversation::new(Format::Bare);
+    conversation
+        .messages
+        .push(Message::text(Role::User, "hello"));
+    let completion = futures::executor::block_on(client.call(&conversation)).expect("call");
+    assert_eq!(completion.prompt_tokens, Some(3));
 }

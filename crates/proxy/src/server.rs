@@ -11,7 +11,7 @@ use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use bytes::Bytes;
-use cascade_llm::{Provider, SummarizerSpec};
+use cascade_llm::{Executor, Provider, SummarizerSpec};
 use context_cascade::calibrate::Calibration;
 use context_cascade::config::Budget;
 use context_cascade::format::parse_value;
@@ -118,7 +118,8 @@ impl AppState {
 }
 
 fn summarizer(spec: &SummarizerSpec) -> Result<Arc<dyn Summarizer>, ProxyError> {
-    match spec.llm_summarizer() {
+    // The proxy's own runtime carries the summarizer's calls.
+    match spec.llm_summarizer(Executor::Current) {
         Ok(Some(summarizer)) => Ok(Arc::new(summarizer)),
         Ok(None) => Ok(Arc::new(OfflineSummarizer::default())),
         Err(e) => Err(ProxyError::Config(format!("summarizer: {e}"))),

@@ -10,7 +10,7 @@ pub mod replay;
 
 use std::sync::Arc;
 
-use cascade_llm::{Provider, SummarizerSpec};
+use cascade_llm::{Executor, Provider, SummarizerSpec};
 use std::path::Path;
 
 use context_cascade::{Budget, ContextManager, Conversation, Format};
@@ -113,7 +113,9 @@ impl SummarizerArgs {
     /// Gives `manager` this summarizer (the offline one when none was named).
     pub fn install(&self, manager: ContextManager) -> Result<ContextManager, CliError> {
         let spec = self.spec().unwrap_or(SummarizerSpec::Offline);
-        match spec.llm_summarizer() {
+        // The engine is driven by `pollster::block_on`: the summarizer's HTTP calls need a
+        // Tokio runtime of their own.
+        match spec.llm_summarizer(Executor::Dedicated) {
             Ok(Some(summarizer)) => Ok(manager.with_summarizer(Arc::new(summarizer))),
             // ContextManager::new already holds the offline summarizer.
             Ok(None) => Ok(manager),

@@ -48,8 +48,8 @@ impl Default for SummarizerPolicy {
 }
 
 /// A [`Summarizer`] that asks a model for the nine-section summary. Safe to call
-/// concurrently (chunk summaries); the breaker is shared by all calls and clones. Works under
-/// any executor: outside a Tokio runtime the calls run on a background one.
+/// concurrently (chunk summaries); the breaker is shared by all calls and clones. Runs on its
+/// client's [`crate::Executor`].
 #[derive(Debug, Clone)]
 pub struct LlmSummarizer {
     inner: Arc<Inner>,
@@ -227,14 +227,13 @@ impl Summarizer for LlmSummarizer {
         request: &'a SummaryRequest,
     ) -> BoxFuture<'a, Result<String, SummaryError>> {
         Box::pin(async move {
-            if crate::runtime::in_tokio() {
-                return self.inner.summarize(request).await;
-            }
             let inner = self.inner.clone();
             let request = request.clone();
-            crate::runtime::run_outside_tokio(async move { inner.summarize(&request).await })
+            self.inner
+                .client
+                .run(async move { inner.summarize(&request).await })
                 .await
-                .unwrap_or_else(|e| Err(SummaryError::Failed(e)))
+                .unwrap_or_else(|e| Err(SummaryError::Failed(e.to_string())))
         })
     }
 }
@@ -301,15 +300,16 @@ fn canonical_sections(text: &str) -> Option<String> {
 pub const SUMMARIZER_KEY_ENV: &str = "CASCADE_SUMMARIZER_API_KEY";
 
 impl LlmSummarizer {
-    /// The summarizer behind `--summarizer URL`: an endpoint speaking `provider`'s protocol,
-    /// asked for `model` when given, with the key from [`SUMMARIZER_KEY_ENV`] when set.
+    /// The summarizer behind `--summarizer URL`: the endpoint's URL and protocol, asked
+    /// for its model when given, with the key from [`SUMMARIZER_KEY_ENV`] when set, its calls
+    /// run on `executor`.
     pub fn for_endpoint(
-        provider: crate::Provider,
-        url: &str,
-        model: Option<&str>,
+        endpoint: &crate::EndpointSpec,
+        executor: crate::Executor,
     ) -> Result<Self, crate::ClientError> {
-        let mut config = crate::ClientConfig::new(provider, url);
-        if let Some(model) = model {
+        let mut config =
+            crate::ClientConfig::new(endpoint.provider, &endpoint.url).executor(executor);
+        if let Some(model) = &endpoint.model {
             config = config.model(model);
         }
         if let Ok(key) = std::env::var(SUMMARIZER_KEY_ENV) {
