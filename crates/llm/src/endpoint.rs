@@ -1,10 +1,11 @@
 //! `--summarizer offline|URL` and its protocol: the one parser the `cascade` commands and
 //! the proxy's configuration share, so that one URL means one protocol everywhere.
 
+use crate::client::{ChatClient, ClientConfig};
 use crate::error::ClientError;
 use crate::executor::Executor;
 use crate::provider::Provider;
-use crate::summarizer::LlmSummarizer;
+use crate::summarizer::{LlmSummarizer, SUMMARIZER_KEY_ENV};
 
 /// Who writes the summaries of strategy ④, as a user names it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,10 +50,23 @@ impl SummarizerSpec {
     pub fn llm_summarizer(&self, executor: Executor) -> Result<Option<LlmSummarizer>, ClientError> {
         match self {
             SummarizerSpec::Offline => Ok(None),
-            SummarizerSpec::Endpoint(endpoint) => {
-                LlmSummarizer::for_endpoint(endpoint, executor).map(Some)
-            }
+            SummarizerSpec::Endpoint(endpoint) => endpoint.llm_summarizer(executor).map(Some),
         }
+    }
+}
+
+impl EndpointSpec {
+    /// The summarizer on this endpoint: asked for its model when given, with the key from
+    /// [`SUMMARIZER_KEY_ENV`] when set, its calls run on `executor`.
+    pub fn llm_summarizer(&self, executor: Executor) -> Result<LlmSummarizer, ClientError> {
+        let mut config = ClientConfig::new(self.provider, &self.url).executor(executor);
+        if let Some(model) = &self.model {
+            config = config.model(model);
+        }
+        if let Ok(key) = std::env::var(SUMMARIZER_KEY_ENV) {
+            config = config.api_key(key);
+        }
+        Ok(LlmSummarizer::new(ChatClient::new(config)?))
     }
 }
 

@@ -299,26 +299,6 @@ fn canonical_sections(text: &str) -> Option<String> {
 /// `--summarizer URL` and the proxy's `summarizer = "URL"`).
 pub const SUMMARIZER_KEY_ENV: &str = "CASCADE_SUMMARIZER_API_KEY";
 
-impl LlmSummarizer {
-    /// The summarizer behind `--summarizer URL`: the endpoint's URL and protocol, asked
-    /// for its model when given, with the key from [`SUMMARIZER_KEY_ENV`] when set, its calls
-    /// run on `executor`.
-    pub fn for_endpoint(
-        endpoint: &crate::EndpointSpec,
-        executor: crate::Executor,
-    ) -> Result<Self, crate::ClientError> {
-        let mut config =
-            crate::ClientConfig::new(endpoint.provider, &endpoint.url).executor(executor);
-        if let Some(model) = &endpoint.model {
-            config = config.model(model);
-        }
-        if let Ok(key) = std::env::var(SUMMARIZER_KEY_ENV) {
-            config = config.api_key(key);
-        }
-        Ok(LlmSummarizer::new(ChatClient::new(config)?))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
