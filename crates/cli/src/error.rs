@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 /// The exit codes, as `cascade --help` shows them.
-pub const EXIT_CODES: &str = "Exit codes:
+pub(crate) const EXIT_CODES: &str = "Exit codes:
   0  success
   1  the conversation cannot fit the window, even with every strategy (compact)
   2  bad input or usage, or an output file that cannot be written; one line on stderr:
@@ -13,7 +13,7 @@ pub const EXIT_CODES: &str = "Exit codes:
 
 /// Why a command stopped. Each variant prints as one line on stderr.
 #[derive(Debug, thiserror::Error)]
-pub enum CliError {
+pub(crate) enum CliError {
     /// Input that cannot be read or understood: `<file>: <JSON path>: <what was expected>`.
     #[error("{file}: {path}: {problem}")]
     BadInput {
@@ -51,7 +51,7 @@ pub enum CliError {
 
 impl CliError {
     /// Bad input in `file` at the JSON path `path`.
-    pub fn bad_input(
+    pub(crate) fn bad_input(
         file: impl Into<String>,
         path: impl Into<String>,
         problem: impl Into<String>,
@@ -64,7 +64,7 @@ impl CliError {
     }
 
     /// A write failure of `file`.
-    pub fn write(file: impl Into<String>, problem: impl std::fmt::Display) -> Self {
+    pub(crate) fn write(file: impl Into<String>, problem: impl std::fmt::Display) -> Self {
         CliError::Write {
             file: file.into(),
             problem: problem.to_string(),
@@ -74,7 +74,7 @@ impl CliError {
     /// The exit code (see [`EXIT_CODES`]): 1 when the conversation cannot fit, 2 for bad
     /// input, usage and write failures (as clap does for bad usage), 3 when the proxy could
     /// not run.
-    pub fn exit_code(&self) -> ExitCode {
+    pub(crate) fn exit_code(&self) -> ExitCode {
         match self {
             CliError::CannotFit { .. } => ExitCode::from(1),
             CliError::BadInput { .. } | CliError::Write { .. } | CliError::Usage(_) => {

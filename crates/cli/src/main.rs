@@ -5,6 +5,9 @@
 //! on stderr (`cascade: <file>: <JSON path>: <what was expected>`); 3 the proxy could not
 //! start or stopped on an error.
 
+// Unit tests may unwrap: a failure there is a test failure.
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
+
 mod breakdown;
 mod chart;
 mod commands;

@@ -1,5 +1,7 @@
 //! The `cascade` binary, run as a user runs it, on the shared fixtures.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, unreachable_pub)] // test code: a failure is a test failure
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};

@@ -1,6 +1,8 @@
 //! `cascade proxy` as a user starts it: flags, a scripted upstream on loopback, a request
 //! over the window that comes back answered with the strategies in a header.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, unreachable_pub)] // test code: a failure is a test failure
+
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};

@@ -1,6 +1,8 @@
 //! `cascade compact --summarizer URL`: the LLM summarizer against a scripted endpoint on
 //! loopback, and the degradation when the endpoint is down.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, unreachable_pub)] // test code: a failure is a test failure
+
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::Arc;

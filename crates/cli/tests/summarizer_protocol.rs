@@ -9,6 +9,8 @@
 //! their HTTP proxy (`HTTP_PROXY`, which reqwest honours): the request line then still
 //! names `http://api.anthropic.com/v1/...`, and the host-based guess is what is tested.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, unreachable_pub)] // test code: a failure is a test failure
+
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 

@@ -27,6 +27,9 @@
 //! # Ok(()) }
 //! ```
 
+// Unit tests may unwrap: a failure there is a test failure.
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
+
 pub mod client;
 pub mod endpoint;
 pub mod error;

@@ -1,6 +1,8 @@
 //! The `Llm` and `Summarizer` impls driven by a plain `block_on` (as the CLI does), with no
 //! Tokio runtime on the calling thread.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, unreachable_pub)] // test code: a failure is a test failure
+
 mod common;
 
 use std::time::Duration;

@@ -1,6 +1,8 @@
 //! The clients plugged into the core engine: LlmSummarizer behind strategy ④, and
 //! ChatClient as the `Llm` of the retry loop against an upstream that enforces a limit.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, unreachable_pub)] // test code: a failure is a test failure
+
 mod common;
 
 use std::sync::Arc;

@@ -7,6 +7,8 @@
 //! cargo run --release -p cascade-proxy --example proxy_latency [-- --requests 200]
 //! ```
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a development tool: a failure ends the run
+
 #[path = "../tests/common/scripted.rs"]
 mod scripted;
 

@@ -20,6 +20,9 @@
 //! # }
 //! ```
 
+// Unit tests may unwrap: a failure there is a test failure.
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
+
 pub mod config;
 pub mod discovery;
 pub mod error;

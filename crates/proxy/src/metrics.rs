@@ -33,15 +33,25 @@ struct Counters {
 /// A copy of the counters, for tests and reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Snapshot {
+    /// Calls made to the upstream on the cascade routes.
     pub upstream_calls: u64,
+    /// Overflow errors the upstream answered.
     pub overflow_errors: u64,
+    /// Requests answered after recovering from an overflow.
     pub overflow_recoveries: u64,
+    /// Requests that still overflowed after every recovery step.
     pub overflow_exhausted: u64,
+    /// Summaries served from the cache.
     pub summary_hits: u64,
+    /// Summaries the summarizer had to write.
     pub summary_misses: u64,
+    /// Remember requests stored.
     pub facts_stored: u64,
+    /// Stored facts put back into a request.
     pub facts_injected: u64,
+    /// Requests whose known prefix was re-applied (sticky prefix).
     pub prefix_reused: u64,
+    /// Tokens the strategies freed.
     pub tokens_saved: u64,
 }
 

@@ -1,5 +1,7 @@
 //! The proxy against a scripted upstream that enforces a context limit.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, unreachable_pub)] // test code: a failure is a test failure
+
 mod common;
 
 use common::{OpenAiFlavor, Script, anthropic_body, history, metrics_text, start};

@@ -11,29 +11,29 @@ use crate::error::CliError;
 
 /// Flags of `cascade proxy`; each overrides the config file's value.
 #[derive(Debug, clap::Args)]
-pub struct ProxyArgs {
+pub(crate) struct ProxyArgs {
     /// Base URL of the upstream (`http://127.0.0.1:8080`, `https://api.openai.com`).
     #[arg(long, value_name = "URL")]
-    pub upstream: Option<String>,
+    pub(crate) upstream: Option<String>,
     /// Address to listen on.
     #[arg(long, value_name = "ADDR")]
-    pub listen: Option<SocketAddr>,
+    pub(crate) listen: Option<SocketAddr>,
     /// Context window for every model (else: config, upstream discovery, catalog).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
-    pub window: Option<u64>,
+    pub(crate) window: Option<u64>,
     /// TOML config file (upstream, windows per model, tools, summarizer, limits).
     #[arg(long, value_name = "FILE")]
-    pub config: Option<PathBuf>,
+    pub(crate) config: Option<PathBuf>,
     /// SQLite file for the summary cache, calibration, memory and sticky prefixes.
     #[arg(long, value_name = "PATH")]
-    pub db: Option<PathBuf>,
+    pub(crate) db: Option<PathBuf>,
     /// Overrides the config file's `summarizer`, `summarizer_model`, `summarizer_protocol`.
     #[command(flatten)]
-    pub summarizer: SummarizerArgs,
+    pub(crate) summarizer: SummarizerArgs,
 }
 
 /// Builds the configuration and serves until Ctrl-C.
-pub fn run(args: &ProxyArgs) -> Result<(), CliError> {
+pub(crate) fn run(args: &ProxyArgs) -> Result<(), CliError> {
     let config = configure(args)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -1,6 +1,7 @@
 //! A scripted upstream on 127.0.0.1:0: every request is recorded and answered by a closure
 //! that sees the request and how many came before it.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, unreachable_pub)] // test code: a failure is a test failure
 #![allow(dead_code)] // each test file uses a different part
 
 use std::convert::Infallible;

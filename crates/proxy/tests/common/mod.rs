@@ -1,5 +1,6 @@
 //! Test harness: a scripted upstream and a proxy in front of it, both on 127.0.0.1:0.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, unreachable_pub)] // test code: a failure is a test failure
 #![allow(dead_code)]
 
 pub mod scripted;

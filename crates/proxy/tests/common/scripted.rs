@@ -6,6 +6,8 @@
 //! It counts a request's prompt as its body bytes divided by `bytes_per_token`, which is
 //! deliberately not the proxy's estimator.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, unreachable_pub)] // test code: a failure is a test failure
+
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
