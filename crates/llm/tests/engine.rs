@@ -5,6 +5,8 @@
 
 mod common;
 
+use cascade_test_support::OverflowKind;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -137,13 +139,8 @@ async fn the_retry_loop_recovers_from_a_real_overflow_answer() {
     let upstream = common::start(|_, request| {
         let tokens = request.body.to_string().len() / 4;
         if tokens > LIMIT {
-            common::json(
-                400,
-                json!({"error": {
-                    "message": format!("This model's maximum context length is {LIMIT} tokens. However, your messages resulted in {tokens} tokens."),
-                    "type": "invalid_request_error",
-                    "code": "context_length_exceeded"}}),
-            )
+            let body = common::overflow(OverflowKind::OpenAi, LIMIT as u64, tokens as u64);
+            common::json(400, body)
         } else {
             common::json(
                 200,

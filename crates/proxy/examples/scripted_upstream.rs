@@ -66,5 +66,7 @@ async fn main() {
             }
         });
     }
-    scripted::serve(script, listener).await;
+    let _upstream = scripted::serve(script, listener);
+    // The server runs in the background; serve until killed, as before.
+    std::future::pending::<()>().await;
 }

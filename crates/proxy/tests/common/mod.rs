@@ -27,8 +27,7 @@ pub struct Harness {
 pub async fn start(script: Script, configure: impl FnOnce(&mut ProxyConfig)) -> Harness {
     let script = Arc::new(script);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let upstream = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(scripted::serve(script.clone(), listener));
+    let upstream = scripted::serve(script.clone(), listener).base;
     let mut config = ProxyConfig::new(upstream.clone());
     config.db_path = IN_MEMORY_DB.into();
     config.discover = false;
