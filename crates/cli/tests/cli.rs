@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 const BIN: &str = env!("CARGO_BIN_EXE_cascade");
 
 fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures")
+    cascade_test_support::fixtures_dir()
 }
 
 /// Every transcript fixture, sorted by name.

@@ -3,13 +3,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, unreachable_pub)] // test code: a failure is a test failure
 
+use cascade_test_support::upstream::{self, Upstream};
+use serde_json::{Value, json};
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
-
-use axum::Json;
-use axum::routing::post;
-use serde_json::{Value, json};
 
 const BIN: &str = env!("CARGO_BIN_EXE_cascade");
 
@@ -24,26 +21,8 @@ impl Drop for Running {
 }
 
 /// A scripted upstream that records the bodies it receives.
-async fn start_upstream() -> (String, Arc<Mutex<Vec<Value>>>) {
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let log = seen.clone();
-    let app = axum::Router::new().route(
-        "/v1/chat/completions",
-        post(move |Json(body): Json<Value>| {
-            let log = log.clone();
-            async move {
-                log.lock().unwrap().push(body);
-                Json(json!({"id": "x", "object": "chat.completion", "model": "m",
-                    "choices": [{"index": 0, "finish_reason": "stop",
-                        "message": {"role": "assistant", "content": "done"}}],
-                    "usage": {"prompt_tokens": 900, "completion_tokens": 1, "total_tokens": 901}}))
-            }
-        }),
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    (format!("http://{addr}"), seen)
+async fn start_upstream() -> Upstream {
+    upstream::start(|_, _| upstream::json(200, upstream::openai_completion("done", 900))).await
 }
 
 /// Starts `cascade proxy` on a free port; returns it and its base URL (read from stderr).
@@ -79,8 +58,8 @@ fn start_proxy(upstream: &str) -> (Running, String) {
 
 #[tokio::test]
 async fn the_proxy_compacts_a_request_over_the_window() {
-    let (upstream, seen) = start_upstream().await;
-    let (_proxy, url) = start_proxy(&upstream);
+    let upstream = start_upstream().await;
+    let (_proxy, url) = start_proxy(&upstream.base);
     let output = "fn main() { println!(\"hello\"); }\n".repeat(400);
     let mut messages =
         vec![json!({"role": "user", "content": "Read the sources and fix the bug."})];
@@ -112,7 +91,7 @@ async fn the_proxy_compacts_a_request_over_the_window() {
     );
     let answer: Value = response.json().await.unwrap();
     assert_eq!(answer["choices"][0]["message"]["content"], "done");
-    let sent = seen.lock().unwrap().last().cloned().unwrap();
+    let sent = upstream.requests().last().unwrap().body.clone();
     assert!(
         sent.to_string().len() < body.to_string().len() / 2,
         "the upstream got the request uncompacted"
