@@ -93,3 +93,19 @@ pub async fn metrics_text(h: &Harness) -> String {
         .await
         .unwrap()
 }
+
+/// The last user message of the test histories.
+pub const LAST: &str = "Now fix the parser and tell me what changed.";
+
+/// POSTs `body` to the proxy with the keys of both providers, as an SDK would.
+pub async fn post(h: &Harness, path: &str, body: &Value) -> reqwest::Response {
+    h.client
+        .post(format!("{}{path}", h.proxy))
+        .header("authorization", "Bearer sk-test-123")
+        .header("x-api-key", "ant-test-456")
+        .header("anthropic-version", "2023-06-01")
+        .json(body)
+        .send()
+        .await
+        .unwrap()
+}
