@@ -59,3 +59,30 @@ pub fn overflow_body_sized(kind: OverflowKind, window: u64, prompt: u64) -> (u16
         .replace("\u{0}window", &window.to_string());
     (status, body)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kind_has_a_fixture_body_and_takes_the_test_sizes() {
+        for kind in [
+            OverflowKind::OpenAi,
+            OverflowKind::Anthropic,
+            OverflowKind::LlamaCpp,
+        ] {
+            let (status, body) = overflow_body(kind);
+            assert_eq!(status, 400, "{kind:?}");
+            assert!(serde_json::from_str::<Value>(&body).is_ok(), "{kind:?}");
+            // A prompt that contains the fixture's window digits stays whole.
+            let (_, sized) = overflow_body_sized(kind, 8192, 18_192);
+            assert!(sized.contains("18192") && sized.contains("8192"), "{sized}");
+        }
+        let (_, openai) = overflow_body_sized(OverflowKind::OpenAi, 100, 250);
+        assert!(
+            openai.contains("maximum context length is 100 tokens"),
+            "{openai}"
+        );
+        assert!(openai.contains("resulted in 250 tokens"), "{openai}");
+    }
+}
