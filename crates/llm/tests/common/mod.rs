@@ -1,6 +1,6 @@
 //! The shared scripted upstream (cascade-test-support) in the shapes these tests use.
 
-#![allow(dead_code, unreachable_pub)] // each test file uses a different part
+#![allow(dead_code, unused_imports, unreachable_pub)] // each test file uses a different part
 
 use std::time::Duration;
 
