@@ -10,63 +10,63 @@ use context_cascade::{Block, Conversation, Message, Role};
 
 /// Tokens of one group of messages (a role).
 #[derive(Debug, Clone, PartialEq)]
-pub struct RoleGroup {
-    pub label: String,
-    pub messages: usize,
-    pub tokens: u64,
+pub(crate) struct RoleGroup {
+    pub(crate) label: String,
+    pub(crate) messages: usize,
+    pub(crate) tokens: u64,
 }
 
 /// Tokens spent on one tool: its calls (name and arguments) and its results.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct ToolGroup {
-    pub name: String,
-    pub calls: usize,
-    pub call_tokens: u64,
-    pub results: usize,
-    pub result_tokens: u64,
+pub(crate) struct ToolGroup {
+    pub(crate) name: String,
+    pub(crate) calls: usize,
+    pub(crate) call_tokens: u64,
+    pub(crate) results: usize,
+    pub(crate) result_tokens: u64,
 }
 
 impl ToolGroup {
-    pub fn tokens(&self) -> u64 {
+    pub(crate) fn tokens(&self) -> u64 {
         self.call_tokens + self.result_tokens
     }
 }
 
 /// One of the largest messages.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Largest {
-    pub index: usize,
-    pub role: String,
+pub(crate) struct Largest {
+    pub(crate) index: usize,
+    pub(crate) role: String,
     /// The tools it calls or answers, comma-separated; empty otherwise.
-    pub tools: String,
-    pub tokens: u64,
+    pub(crate) tools: String,
+    pub(crate) tokens: u64,
     /// The start of its content, on one line.
-    pub preview: String,
+    pub(crate) preview: String,
 }
 
 /// The whole breakdown of one conversation.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Breakdown {
-    pub total_tokens: u64,
-    pub messages: usize,
-    pub chars: u64,
+pub(crate) struct Breakdown {
+    pub(crate) total_tokens: u64,
+    pub(crate) messages: usize,
+    pub(crate) chars: u64,
     /// Roles in order of first appearance, then the request's `tools` definitions.
-    pub by_role: Vec<RoleGroup>,
+    pub(crate) by_role: Vec<RoleGroup>,
     /// Largest first.
-    pub by_tool: Vec<ToolGroup>,
+    pub(crate) by_tool: Vec<ToolGroup>,
     /// Largest first, at most `top` of them.
-    pub largest: Vec<Largest>,
+    pub(crate) largest: Vec<Largest>,
 }
 
 /// Characters kept for a preview before the table cuts it to the terminal width.
 const PREVIEW_CHARS: usize = 240;
 
 /// Label of the `tools` definitions row.
-pub const TOOL_DEFINITIONS: &str = "tools (definitions)";
+pub(crate) const TOOL_DEFINITIONS: &str = "tools (definitions)";
 
 impl Breakdown {
     /// Breaks `conversation` down with `estimator`, keeping the `top` largest messages.
-    pub fn of(conversation: &Conversation, estimator: &Estimator, top: usize) -> Breakdown {
+    pub(crate) fn of(conversation: &Conversation, estimator: &Estimator, top: usize) -> Breakdown {
         let mut roles: Vec<(String, usize, ClassCounts)> = Vec::new();
         let mut tools: BTreeMap<String, (ToolGroup, ClassCounts, ClassCounts)> = BTreeMap::new();
         let mut sizes: Vec<(u64, usize)> = Vec::with_capacity(conversation.messages.len());
@@ -214,7 +214,7 @@ fn preview(message: &Message) -> String {
 }
 
 /// Collapses whitespace and control characters to single spaces, keeping `max` characters.
-pub fn one_line(text: &str, max: usize) -> String {
+pub(crate) fn one_line(text: &str, max: usize) -> String {
     let mut out = String::new();
     let mut kept = 0;
     let mut space = false;

@@ -13,7 +13,7 @@ const OVER: char = '▓';
 const DEFAULT_WIDTH: usize = 100;
 
 /// The width to draw in: the terminal's, else `$COLUMNS`, else 100 (bounded to 40–240).
-pub fn terminal_width() -> usize {
+pub(crate) fn terminal_width() -> usize {
     let from_terminal = if std::io::stdout().is_terminal() {
         console::Term::stdout()
             .size_checked()
@@ -28,7 +28,7 @@ pub fn terminal_width() -> usize {
 }
 
 /// A bar `value / max` of `width` cells, in eighths of a cell; padded with spaces to `width`.
-pub fn bar(value: f64, max: f64, width: usize) -> String {
+pub(crate) fn bar(value: f64, max: f64, width: usize) -> String {
     let eighths = if max > 0.0 && value > 0.0 {
         // A non-zero value always shows at least a sliver.
         ((value / max).min(1.0) * (width * 8) as f64)
@@ -51,7 +51,7 @@ pub fn bar(value: f64, max: f64, width: usize) -> String {
 /// A gauge of `used` against `capacity`: full blocks for the used part, light shade for the
 /// room left. Past capacity the gauge spans `used`: full blocks up to the window, dark shade
 /// for the excess.
-pub fn gauge(used: u64, capacity: u64, width: usize) -> String {
+pub(crate) fn gauge(used: u64, capacity: u64, width: usize) -> String {
     if capacity == 0 || width == 0 {
         return String::new();
     }

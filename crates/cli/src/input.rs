@@ -9,14 +9,14 @@ use crate::error::CliError;
 
 /// The bytes of one input and the name to use for it in error messages.
 #[derive(Debug)]
-pub struct Input {
+pub(crate) struct Input {
     /// The path as given, or `<stdin>`.
-    pub name: String,
-    pub bytes: Vec<u8>,
+    pub(crate) name: String,
+    pub(crate) bytes: Vec<u8>,
 }
 
 /// Reads `path`, or standard input when it is `None` or `-`.
-pub fn read(path: Option<&Path>) -> Result<Input, CliError> {
+pub(crate) fn read(path: Option<&Path>) -> Result<Input, CliError> {
     match path {
         None => read_stdin(),
         Some(p) if p == Path::new("-") => read_stdin(),
@@ -46,13 +46,13 @@ fn read_stdin() -> Result<Input, CliError> {
 
 /// Parses a request body (or a bare message array), auto-detecting the format unless
 /// `format` forces one. A parse error keeps the library's JSON path and problem.
-pub fn parse(input: &Input, format: Option<Format>) -> Result<Conversation, CliError> {
+pub(crate) fn parse(input: &Input, format: Option<Format>) -> Result<Conversation, CliError> {
     context_cascade::format::parse(&input.bytes, format)
         .map_err(|e| CliError::bad_input(&input.name, e.path, e.problem))
 }
 
 /// Reads and parses in one go.
-pub fn read_conversation(
+pub(crate) fn read_conversation(
     path: Option<&Path>,
     format: Option<Format>,
 ) -> Result<(String, Conversation), CliError> {
@@ -62,7 +62,7 @@ pub fn read_conversation(
 }
 
 /// Writes `bytes` to `path`, or to standard output when it is `None` or `-`.
-pub fn write(path: Option<&PathBuf>, bytes: &[u8]) -> Result<(), CliError> {
+pub(crate) fn write(path: Option<&PathBuf>, bytes: &[u8]) -> Result<(), CliError> {
     use std::io::Write;
     match path {
         Some(p) if p.as_os_str() != "-" => {

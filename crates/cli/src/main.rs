@@ -1,8 +1,12 @@
 //! `cascade`: keep long LLM agent conversations inside the model's context window.
 //!
-//! Exit codes: 0 success; 1 the conversation cannot fit the window (`compact`); 2 bad
-//! input or usage, reported as one line on stderr (`cascade: <file>: <JSON path>: <what was
-//! expected>`).
+//! Exit codes (also in `cascade --help`, from [`error::EXIT_CODES`]): 0 success; 1 the
+//! conversation cannot fit the window (`compact`); 2 bad input or usage, reported as one line
+//! on stderr (`cascade: <file>: <JSON path>: <what was expected>`); 3 the proxy could not
+//! start or stopped on an error.
+
+// Unit tests may unwrap: a failure there is a test failure.
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 mod breakdown;
 mod chart;
@@ -24,7 +28,7 @@ use crate::error::CliError;
 
 /// Keep long LLM agent conversations inside the model's context window.
 #[derive(Debug, Parser)]
-#[command(name = "cascade", version, about, propagate_version = true)]
+#[command(name = "cascade", version, about, propagate_version = true, after_help = error::EXIT_CODES)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -5,14 +5,14 @@ use crate::chart;
 
 /// How a column's cells line up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Align {
+pub(crate) enum Align {
     Left,
     Right,
 }
 
 /// A table: headers, rows of cells, and optionally one bar per row.
 #[derive(Debug, Clone)]
-pub struct Table {
+pub(crate) struct Table {
     headers: Vec<String>,
     align: Vec<Align>,
     rows: Vec<Vec<String>>,
@@ -28,7 +28,7 @@ const MAX_BAR: usize = 50;
 
 impl Table {
     /// A table with these columns.
-    pub fn new(columns: &[(&str, Align)]) -> Self {
+    pub(crate) fn new(columns: &[(&str, Align)]) -> Self {
         Table {
             headers: columns.iter().map(|(h, _)| (*h).to_owned()).collect(),
             align: columns.iter().map(|(_, a)| *a).collect(),
@@ -38,12 +38,12 @@ impl Table {
     }
 
     /// Adds a row without a bar.
-    pub fn row(&mut self, cells: Vec<String>) {
+    pub(crate) fn row(&mut self, cells: Vec<String>) {
         self.rows.push(cells);
     }
 
     /// Adds a row with a bar of length proportional to `value` (against the largest value).
-    pub fn row_with_bar(&mut self, cells: Vec<String>, value: f64) {
+    pub(crate) fn row_with_bar(&mut self, cells: Vec<String>, value: f64) {
         self.bars.resize(self.rows.len(), 0.0);
         self.rows.push(cells);
         self.bars.push(value);
@@ -51,7 +51,7 @@ impl Table {
 
     /// Renders the table within `width` columns. A left-aligned last column (a preview, say)
     /// is cut to fit; bars get whatever width is left.
-    pub fn render(&self, width: usize) -> String {
+    pub(crate) fn render(&self, width: usize) -> String {
         let columns = self.headers.len();
         let mut widths: Vec<usize> = self.headers.iter().map(|h| text_width(h)).collect();
         for row in &self.rows {
@@ -127,12 +127,12 @@ fn trim_line_end(out: &mut String) {
 }
 
 /// Display width, counting one column per character (previews are flattened to one line).
-pub fn text_width(text: &str) -> usize {
+pub(crate) fn text_width(text: &str) -> usize {
     text.chars().count()
 }
 
 /// Cuts `text` to `width` characters, marking the cut with an ellipsis.
-pub fn truncate(text: &str, width: usize) -> String {
+pub(crate) fn truncate(text: &str, width: usize) -> String {
     if text_width(text) <= width {
         return text.to_owned();
     }
@@ -146,7 +146,7 @@ pub fn truncate(text: &str, width: usize) -> String {
 
 /// Joins `parts` with ` · ` into lines no wider than `width` (a part wider than that gets a
 /// line of its own); every line ends in a newline.
-pub fn wrap_parts(parts: &[String], width: usize) -> String {
+pub(crate) fn wrap_parts(parts: &[String], width: usize) -> String {
     const SEP: &str = " · ";
     let mut out = String::new();
     let mut line = String::new();
@@ -167,7 +167,7 @@ pub fn wrap_parts(parts: &[String], width: usize) -> String {
 }
 
 /// `1234567` → `1,234,567`.
-pub fn thousands(n: u64) -> String {
+pub(crate) fn thousands(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);
     for (i, ch) in digits.chars().enumerate() {
@@ -180,7 +180,7 @@ pub fn thousands(n: u64) -> String {
 }
 
 /// `part` as a percentage of `whole`, one decimal.
-pub fn percent(part: u64, whole: u64) -> String {
+pub(crate) fn percent(part: u64, whole: u64) -> String {
     if whole == 0 {
         return "-".to_owned();
     }

@@ -7,33 +7,33 @@ use context_cascade::{CascadeConfig, ContextManager, Conversation};
 
 /// The window flags shared by `inspect`, `compact` and `replay`.
 #[derive(Debug, Clone, clap::Args)]
-pub struct WindowArgs {
+pub(crate) struct WindowArgs {
     /// Context window in tokens (takes precedence over the catalog).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
-    pub window: Option<u64>,
+    pub(crate) window: Option<u64>,
     /// Model id to look up in the catalog (default: the body's "model").
     #[arg(long, value_name = "ID")]
-    pub model: Option<String>,
+    pub(crate) model: Option<String>,
     /// Output reserve in tokens (default: the body's max_tokens / max_completion_tokens).
     #[arg(long, value_name = "N")]
-    pub reserve: Option<u64>,
+    pub(crate) reserve: Option<u64>,
 }
 
 /// The window in force and where it came from.
 #[derive(Debug, Clone)]
-pub struct Resolved {
-    pub budget: Budget,
+pub(crate) struct Resolved {
+    pub(crate) budget: Budget,
     /// The model the window (and the starting token scale) was looked up for.
-    pub model: Option<String>,
+    pub(crate) model: Option<String>,
     /// The catalog entry the engine should find for the body's model id.
     alias: Option<ModelEntry>,
     /// "--window", "catalog: gpt-4o (exact)", "default" ...: shown by `inspect`.
-    pub source: String,
+    pub(crate) source: String,
 }
 
 impl WindowArgs {
     /// Resolves the budget for `conversation`.
-    pub fn resolve(&self, conversation: &Conversation) -> Resolved {
+    pub(crate) fn resolve(&self, conversation: &Conversation) -> Resolved {
         let model = self
             .model
             .clone()
@@ -100,7 +100,7 @@ impl WindowArgs {
 impl Resolved {
     /// The engine for this conversation: default config and the offline summarizer, with the
     /// catalog told how the body's model was resolved (`--model` included).
-    pub fn manager(&self) -> ContextManager {
+    pub(crate) fn manager(&self) -> ContextManager {
         let manager = ContextManager::new(CascadeConfig::default());
         match &self.alias {
             Some(entry) => manager.with_catalog(Catalog::builtin().with_override(entry.clone())),

@@ -1,5 +1,7 @@
 //! The `cascade` binary, run as a user runs it, on the shared fixtures.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, unreachable_pub)] // test code: a failure is a test failure
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -11,7 +13,7 @@ use serde_json::{Value, json};
 const BIN: &str = env!("CARGO_BIN_EXE_cascade");
 
 fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures")
+    cascade_test_support::fixtures_dir()
 }
 
 /// Every transcript fixture, sorted by name.

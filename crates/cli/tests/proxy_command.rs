@@ -1,13 +1,12 @@
 //! `cascade proxy` as a user starts it: flags, a scripted upstream on loopback, a request
 //! over the window that comes back answered with the strategies in a header.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, unreachable_pub)] // test code: a failure is a test failure
+
+use cascade_test_support::upstream::{self, Upstream};
+use serde_json::{Value, json};
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
-
-use axum::Json;
-use axum::routing::post;
-use serde_json::{Value, json};
 
 const BIN: &str = env!("CARGO_BIN_EXE_cascade");
 
@@ -22,26 +21,8 @@ impl Drop for Running {
 }
 
 /// A scripted upstream that records the bodies it receives.
-async fn start_upstream() -> (String, Arc<Mutex<Vec<Value>>>) {
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let log = seen.clone();
-    let app = axum::Router::new().route(
-        "/v1/chat/completions",
-        post(move |Json(body): Json<Value>| {
-            let log = log.clone();
-            async move {
-                log.lock().unwrap().push(body);
-                Json(json!({"id": "x", "object": "chat.completion", "model": "m",
-                    "choices": [{"index": 0, "finish_reason": "stop",
-                        "message": {"role": "assistant", "content": "done"}}],
-                    "usage": {"prompt_tokens": 900, "completion_tokens": 1, "total_tokens": 901}}))
-            }
-        }),
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    (format!("http://{addr}"), seen)
+async fn start_upstream() -> Upstream {
+    upstream::start(|_, _| upstream::json(200, upstream::openai_completion("done", 900))).await
 }
 
 /// Starts `cascade proxy` on a free port; returns it and its base URL (read from stderr).
@@ -77,8 +58,8 @@ fn start_proxy(upstream: &str) -> (Running, String) {
 
 #[tokio::test]
 async fn the_proxy_compacts_a_request_over_the_window() {
-    let (upstream, seen) = start_upstream().await;
-    let (_proxy, url) = start_proxy(&upstream);
+    let upstream = start_upstream().await;
+    let (_proxy, url) = start_proxy(&upstream.base);
     let output = "fn main() { println!(\"hello\"); }\n".repeat(400);
     let mut messages =
         vec![json!({"role": "user", "content": "Read the sources and fix the bug."})];
@@ -110,7 +91,7 @@ async fn the_proxy_compacts_a_request_over_the_window() {
     );
     let answer: Value = response.json().await.unwrap();
     assert_eq!(answer["choices"][0]["message"]["content"], "done");
-    let sent = seen.lock().unwrap().last().cloned().unwrap();
+    let sent = upstream.requests().last().unwrap().body.clone();
     assert!(
         sent.to_string().len() < body.to_string().len() / 2,
         "the upstream got the request uncompacted"
@@ -131,4 +112,31 @@ fn the_proxy_needs_an_upstream() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
     assert!(stderr.contains("upstream is required"), "{stderr}");
+}
+
+#[test]
+fn a_proxy_that_cannot_start_exits_3_and_help_lists_the_codes() {
+    // A directory is no SQLite file: the store cannot open, the proxy cannot start.
+    let dir = std::env::temp_dir();
+    let out = Command::new(BIN)
+        .args([
+            "proxy",
+            "--upstream",
+            "http://127.0.0.1:9",
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .args(["--db", dir.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    let last = stderr.trim().lines().last().unwrap_or_default();
+    assert!(last.starts_with("cascade: proxy: store error"), "{stderr}");
+    let help = Command::new(BIN).arg("--help").output().unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(
+        help.contains("Exit codes:") && help.contains("  3  the proxy"),
+        "{help}"
+    );
 }

@@ -1,64 +1,27 @@
 //! `cascade compact --summarizer URL`: the LLM summarizer against a scripted endpoint on
 //! loopback, and the degradation when the endpoint is down.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, unreachable_pub)] // test code: a failure is a test failure
+
 use std::path::PathBuf;
 use std::process::Command;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use axum::Json;
-use axum::routing::post;
+use cascade_test_support::upstream::{self, Upstream};
 use context_cascade::summarizer::section_heading;
 use serde_json::{Value, json};
 
 const BIN: &str = env!("CARGO_BIN_EXE_cascade");
 
-/// A nine-section answer, as a model would write it.
-fn summary_text() -> String {
-    (0..9)
-        .map(|i| {
-            format!(
-                "{}\n- scripted summary line {}\n",
-                section_heading(i),
-                i + 1
-            )
-        })
-        .collect()
-}
-
 /// Starts the scripted endpoint on a free loopback port; returns its URL and a hit counter.
-fn start_endpoint() -> (String, Arc<AtomicUsize>) {
-    let hits = Arc::new(AtomicUsize::new(0));
-    let counter = hits.clone();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        runtime.block_on(async move {
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-            tx.send(listener.local_addr().unwrap()).unwrap();
-            let app = axum::Router::new().route(
-                "/v1/chat/completions",
-                post(move |Json(_body): Json<Value>| {
-                    let counter = counter.clone();
-                    async move {
-                        counter.fetch_add(1, Ordering::SeqCst);
-                        Json(json!({
-                            "id": "x", "object": "chat.completion", "model": "scripted",
-                            "choices": [{"index": 0, "finish_reason": "stop",
-                                "message": {"role": "assistant", "content": summary_text()}}],
-                            "usage": {"prompt_tokens": 1000, "completion_tokens": 100, "total_tokens": 1100}
-                        }))
-                    }
-                }),
-            );
-            axum::serve(listener, app).await.unwrap();
-        });
-    });
-    let addr = rx.recv().unwrap();
-    (format!("http://{addr}"), hits)
+fn start_endpoint() -> Upstream {
+    upstream::spawn(|_, request| {
+        if request.path != "/v1/chat/completions" {
+            return upstream::not_found();
+        }
+        let text = cascade_test_support::summary_text(section_heading, "scripted summary line");
+        upstream::json(200, upstream::openai_completion(&text, 1000))
+    })
 }
 
 /// A conversation whose recent messages alone overflow the pruning target, so that ③
@@ -115,17 +78,14 @@ fn compact(summarizer: &str) -> (std::process::Output, String, Value) {
 
 #[test]
 fn an_endpoint_writes_the_summary() {
-    let (url, hits) = start_endpoint();
-    let (output, body, report) = compact(&url);
+    let endpoint = start_endpoint();
+    let (output, body, report) = compact(&endpoint.base);
     assert!(
         output.status.success(),
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    assert!(
-        hits.load(Ordering::SeqCst) >= 1,
-        "the endpoint was never asked"
-    );
+    assert!(endpoint.hits() >= 1, "the endpoint was never asked");
     assert!(
         body.contains("[context summary]"),
         "no summary in the output"
@@ -146,13 +106,7 @@ fn an_endpoint_writes_the_summary() {
 
 #[test]
 fn a_dead_endpoint_degrades_instead_of_failing() {
-    // Bind then drop a listener: nothing answers on that port.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let (output, body, report) = compact(&format!("http://127.0.0.1:{port}"));
+    let (output, body, report) = compact(&upstream::refused_base());
     assert!(
         output.status.success(),
         "{}",

@@ -13,9 +13,9 @@ use crate::conversation::Conversation;
 /// reported (`usage.prompt_tokens`, `usage.input_tokens` + cache tokens), when it did.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Completion<T> {
-    /// What the call returned.
+    /// What the implementation made of the answer (a body, a stream, ...).
     pub output: T,
-    /// The prompt tokens the provider reports having counted, if it does.
+    /// The prompt tokens the provider reported, when it reported any.
     pub prompt_tokens: Option<u64>,
 }
 
@@ -28,14 +28,19 @@ pub enum LlmError {
     Status {
         /// The HTTP status.
         status: u16,
-        /// The response headers.
+        /// The response headers, in order.
         headers: Vec<(String, String)>,
-        /// The response body.
+        /// The response body (read lossily as UTF-8).
         body: String,
     },
     /// The provider could not be reached, or the connection broke.
     #[error("could not reach the provider: {0}")]
     Transport(String),
+    /// The call failed on our side before or around the exchange, not the provider's: the
+    /// request could not be written, or the task or runtime that carries it failed.
+    /// Retrying will not help.
+    #[error("could not make the call: {0}")]
+    Local(String),
     /// The provider did not answer in time.
     #[error("the provider did not answer in time")]
     Timeout,

@@ -12,6 +12,8 @@ use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Map, Value};
 
 use crate::error::ClientError;
+use crate::executor::{Executor, Runner};
+use crate::http::{error_chain, header_pairs, transport_error};
 use crate::provider::{Provider, usage_from_response};
 use crate::stream::SseStream;
 
@@ -37,6 +39,8 @@ pub struct ClientConfig {
     /// Non-streaming: the whole call. Streaming: until the response headers, then between
     /// two reads of the body.
     pub timeout: Duration,
+    /// The runtime the `Llm` and `Summarizer` implementations run on.
+    pub executor: Executor,
 }
 
 impl ClientConfig {
@@ -48,7 +52,14 @@ impl ClientConfig {
             api_key: None,
             model: None,
             timeout: DEFAULT_TIMEOUT,
+            executor: Executor::Current,
         }
+    }
+
+    /// Sets the runtime the trait implementations run on.
+    pub fn executor(mut self, executor: Executor) -> Self {
+        self.executor = executor;
+        self
     }
 
     /// Sets the API key.
@@ -79,6 +90,7 @@ impl fmt::Debug for ClientConfig {
             .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
             .field("model", &self.model)
             .field("timeout", &self.timeout)
+            .field("executor", &self.executor)
             .finish()
     }
 }
@@ -93,6 +105,7 @@ pub struct ChatClient {
     headers: HeaderMap,
     model: Option<String>,
     timeout: Duration,
+    runner: Runner,
 }
 
 impl fmt::Debug for ChatClient {
@@ -102,6 +115,7 @@ impl fmt::Debug for ChatClient {
             .field("endpoint", &self.endpoint.as_str())
             .field("model", &self.model)
             .field("timeout", &self.timeout)
+            .field("executor", &self.runner)
             .finish_non_exhaustive()
     }
 }
@@ -120,7 +134,9 @@ impl ChatClient {
             .read_timeout(config.timeout)
             .build()
             .map_err(|e| ClientError::Http(error_chain(&e)))?;
+        let runner = Runner::new(&config.executor)?;
         Ok(ChatClient {
+            runner,
             http,
             provider: config.provider,
             base_url,
@@ -156,6 +172,15 @@ impl ChatClient {
         self.timeout
     }
 
+    /// Runs `future` on the client's [`Executor`] (what the trait implementations do).
+    pub(crate) async fn run<F>(&self, future: F) -> Result<F::Output, LlmError>
+    where
+        F: std::future::Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.runner.run(future).await
+    }
+
     /// The request body for a conversation: written in its own format with `_pin` markers
     /// stripped; a bare message array becomes an OpenAI body `{"model", "messages"}`. The
     /// conversation is not translated between formats, so pick the provider that matches it
@@ -166,7 +191,7 @@ impl ChatClient {
             pretty: false,
         };
         let value = to_value(conversation, options)
-            .map_err(|e| LlmError::Transport(format!("could not write the request: {e}")))?;
+            .map_err(|e| LlmError::Local(format!("could not write the request: {e}")))?;
         Ok(match value {
             Value::Array(messages) => {
                 let mut body = Map::new();
@@ -229,7 +254,7 @@ impl ChatClient {
     /// Applies the model override and the stream flag to a request body.
     fn prepare(&self, body: Value, stream: bool) -> Result<Value, LlmError> {
         let Value::Object(mut body) = body else {
-            return Err(LlmError::Transport(
+            return Err(LlmError::Local(
                 "the request body must be a JSON object".into(),
             ));
         };
@@ -257,7 +282,7 @@ impl ChatClient {
     }
 }
 
-/// Works under any executor: outside a Tokio runtime the request runs on a background one.
+/// Runs on the client's [`Executor`].
 impl Llm for ChatClient {
     type Output = Value;
 
@@ -267,13 +292,10 @@ impl Llm for ChatClient {
     ) -> BoxFuture<'a, Result<Completion<Value>, LlmError>> {
         Box::pin(async move {
             let body = self.request_body(conversation)?;
-            if crate::runtime::in_tokio() {
-                return self.complete(body).await;
-            }
             let client = self.clone();
-            crate::runtime::run_outside_tokio(async move { client.complete(body).await })
-                .await
-                .unwrap_or_else(|e| Err(LlmError::Transport(e)))
+            self.runner
+                .run(async move { client.complete(body).await })
+                .await?
         })
     }
 }
@@ -335,17 +357,6 @@ fn auth_headers(provider: Provider, key: Option<&str>) -> Result<HeaderMap, Clie
     Ok(headers)
 }
 
-/// Response headers as (name, value) pairs, values read lossily as UTF-8.
-pub(crate) fn header_pairs(headers: &reqwest::header::HeaderMap) -> Vec<(String, String)> {
-    headers
-        .iter()
-        .map(|(name, value)| {
-            let value = String::from_utf8_lossy(value.as_bytes()).into_owned();
-            (name.as_str().to_owned(), value)
-        })
-        .collect()
-}
-
 /// A non-2xx answer as [`LlmError::Status`], headers and body kept as they came.
 async fn error_for_status(response: reqwest::Response) -> Result<reqwest::Response, LlmError> {
     let status = response.status();
@@ -360,30 +371,6 @@ async fn error_for_status(response: reqwest::Response) -> Result<reqwest::Respon
         headers,
         body,
     })
-}
-
-/// Timeouts as [`LlmError::Timeout`], everything else as [`LlmError::Transport`].
-pub(crate) fn transport_error(error: &reqwest::Error) -> LlmError {
-    if error.is_timeout() {
-        LlmError::Timeout
-    } else {
-        LlmError::Transport(error_chain(error))
-    }
-}
-
-/// An error and its sources, `outer: inner: root` (reqwest's own message is terse).
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(inner) = source {
-        let inner_text = inner.to_string();
-        if !text.contains(&inner_text) {
-            text.push_str(": ");
-            text.push_str(&inner_text);
-        }
-        source = inner.source();
-    }
-    text
 }
 
 #[cfg(test)]

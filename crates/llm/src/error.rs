@@ -5,7 +5,12 @@
 pub enum ClientError {
     /// The base URL is not an http(s) URL.
     #[error("invalid base URL {url:?}: {reason}")]
-    BaseUrl { url: String, reason: String },
+    BaseUrl {
+        /// The URL as given.
+        url: String,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// A provider name that is neither `openai` nor `anthropic`.
     #[error("unknown provider {0:?}: expected \"openai\" or \"anthropic\"")]
     UnknownProvider(String),
@@ -15,4 +20,7 @@ pub enum ClientError {
     /// The HTTP client could not be set up (TLS backend, ...).
     #[error("could not build the HTTP client: {0}")]
     Http(String),
+    /// The dedicated runtime of [`crate::Executor::Dedicated`] could not be started.
+    #[error("could not start the HTTP runtime: {0}")]
+    Runtime(String),
 }

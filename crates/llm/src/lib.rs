@@ -7,8 +7,10 @@
 //!
 //! [`ChatClient::complete`] and [`ChatClient::stream`] need a Tokio runtime (the proxy's).
 //! The trait implementations (`Llm` for [`ChatClient`], `Summarizer` for [`LlmSummarizer`])
-//! work under any executor — the CLI's `pollster::block_on` included — by running on a small
-//! background runtime when none is current.
+//! run on the runtime the client's [`Executor`] names: the current one by default, or one
+//! given by handle or started for the client ([`Executor::Dedicated`]), which lets any
+//! executor — the CLI's `pollster::block_on` included — await them. No runtime is started
+//! behind the caller's back.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
@@ -25,17 +27,26 @@
 //! # Ok(()) }
 //! ```
 
+// Unit tests may unwrap: a failure there is a test failure.
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
+
 pub mod client;
+pub mod endpoint;
 pub mod error;
+pub mod executor;
+pub mod http;
 pub mod provider;
-mod runtime;
 pub mod stream;
 pub mod summarizer;
 
 pub use client::{ChatClient, ClientConfig};
+pub use endpoint::{EndpointSpec, SummarizerSpec};
 pub use error::ClientError;
+pub use executor::Executor;
+pub use http::{header_pairs, transport_error};
 pub use provider::{
-    Provider, is_truncated, response_text, usage_from_response, usage_from_sse_event,
+    Provider, is_truncated, response_text, usage_from_body, usage_from_response,
+    usage_from_sse_event,
 };
 pub use stream::{SseEvent, SseStream, UsageProbe, UsageScanner};
 pub use summarizer::prompt::TranscriptLimits;

@@ -36,6 +36,21 @@ impl Provider {
         }
     }
 
+    /// The protocol an endpoint is assumed to speak when nobody said: Anthropic Messages for
+    /// a host on `anthropic.com`, OpenAI Chat Completions for any other (the protocol most
+    /// servers implement). The one guessing rule of every `--summarizer URL`.
+    pub fn guess_from_url(url: &str) -> Provider {
+        let host = reqwest::Url::parse(url.trim())
+            .ok()
+            .and_then(|u| u.host_str().map(str::to_ascii_lowercase));
+        match host {
+            Some(host) if host == "anthropic.com" || host.ends_with(".anthropic.com") => {
+                Provider::Anthropic
+            }
+            _ => Provider::OpenAi,
+        }
+    }
+
     /// The protocol that carries a conversation of this format (a bare message array is
     /// OpenAI-style).
     pub fn for_format(format: Format) -> Provider {
@@ -71,17 +86,25 @@ pub fn usage_from_response(provider: Provider, body: &Value) -> Option<u64> {
     prompt_tokens_of_usage(provider, body.get("usage")?)
 }
 
+/// Prompt tokens reported in a non-streaming response body given as bytes (see
+/// [`usage_from_response`]); `None` when the bytes are not JSON.
+pub fn usage_from_body(provider: Provider, body: &[u8]) -> Option<u64> {
+    let value: Value = serde_json::from_slice(body).ok()?;
+    usage_from_response(provider, &value)
+}
+
 /// Prompt tokens reported by one SSE event's `data`, if it carries any: an OpenAI chunk with
 /// a non-null `usage` (the final chunk when `stream_options.include_usage` is set); Anthropic
 /// `message_start` (`message.usage`) or a `message_delta` whose `usage` has input counts.
-/// Cheap on events without usage (no JSON parse unless the text mentions it), so a proxy can
-/// call it on every event it passes through.
+/// A count of 0 is no count: servers without usage reporting send zeros, and a prompt is
+/// never empty. Cheap on events without usage (no JSON parse unless the text mentions it),
+/// so a proxy can call it on every event it passes through.
 pub fn usage_from_sse_event(provider: Provider, data: &str) -> Option<u64> {
     if !data.contains("usage") {
         return None;
     }
     let value: Value = serde_json::from_str(data.trim()).ok()?;
-    match provider {
+    let tokens = match provider {
         Provider::OpenAi => prompt_tokens_of_usage(provider, value.get("usage")?),
         Provider::Anthropic => {
             let usage = match value.get("type").and_then(Value::as_str) {
@@ -90,7 +113,8 @@ pub fn usage_from_sse_event(provider: Provider, data: &str) -> Option<u64> {
             };
             prompt_tokens_of_usage(provider, usage)
         }
-    }
+    };
+    tokens.filter(|n| *n > 0)
 }
 
 fn prompt_tokens_of_usage(provider: Provider, usage: &Value) -> Option<u64> {
@@ -212,6 +236,29 @@ mod tests {
             Some("ab")
         );
         assert!(!is_truncated(Provider::Anthropic, &anthropic));
+    }
+
+    #[test]
+    fn zero_counts_and_bodies() {
+        let zero = r#"{"type":"message_start","message":{"usage":{"input_tokens":0}}}"#;
+        assert_eq!(usage_from_sse_event(Provider::Anthropic, zero), None);
+        let body = br#"{"usage":{"prompt_tokens":9}}"#;
+        assert_eq!(usage_from_body(Provider::OpenAi, body), Some(9));
+        assert_eq!(usage_from_body(Provider::OpenAi, b"not json"), None);
+    }
+
+    #[test]
+    fn the_protocol_is_guessed_from_the_host() {
+        let guess = Provider::guess_from_url;
+        assert_eq!(guess("https://api.anthropic.com"), Provider::Anthropic);
+        assert_eq!(guess("http://API.Anthropic.com/v1"), Provider::Anthropic);
+        assert_eq!(guess("https://api.openai.com/v1"), Provider::OpenAi);
+        assert_eq!(guess("http://127.0.0.1:8080"), Provider::OpenAi);
+        assert_eq!(
+            guess("https://anthropic.com.evil.example"),
+            Provider::OpenAi
+        );
+        assert_eq!(guess("not a url"), Provider::OpenAi);
     }
 
     #[test]

@@ -11,7 +11,7 @@ use context_cascade::LlmError;
 use eventsource_stream::{EventStreamError, Eventsource};
 use futures::{Stream, StreamExt};
 
-use crate::client::transport_error;
+use crate::http::{header_pairs, transport_error};
 use crate::provider::{Provider, usage_from_sse_event};
 
 /// One server-sent event.
@@ -79,7 +79,7 @@ pub struct SseStream {
 impl SseStream {
     pub(crate) fn from_response(provider: Provider, response: reqwest::Response) -> Self {
         let status = response.status().as_u16();
-        let headers = crate::client::header_pairs(response.headers());
+        let headers = header_pairs(response.headers());
         let usage = UsageProbe::new();
         let recorder = usage.clone();
         let events = response

@@ -1,12 +1,14 @@
 //! The `Llm` and `Summarizer` impls driven by a plain `block_on` (as the CLI does), with no
 //! Tokio runtime on the calling thread.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, unreachable_pub)] // test code: a failure is a test failure
+
 mod common;
 
 use std::time::Duration;
 
-use cascade_llm::{ChatClient, ClientConfig, LlmSummarizer, Provider};
-use context_cascade::Llm;
+use cascade_llm::{ChatClient, ClientConfig, Executor, LlmSummarizer, Provider};
+use context_cascade::{Llm, LlmError};
 use context_cascade::summarizer::{Summarizer, SummaryRequest, section_heading};
 use context_cascade::{Conversation, Format, Message, Role};
 use serde_json::json;
@@ -36,7 +38,9 @@ fn calls_work_without_a_tokio_runtime() {
     assert!(tokio::runtime::Handle::try_current().is_err());
 
     let client = ChatClient::new(
-        ClientConfig::new(Provider::OpenAi, &upstream.base).timeout(Duration::from_secs(10)),
+        ClientConfig::new(Provider::OpenAi, &upstream.base)
+            .timeout(Duration::from_secs(10))
+            .executor(Executor::Dedicated),
     )
     .expect("client");
     let mut conversation = Conversation::new(Format::Bare);
@@ -62,4 +66,37 @@ fn calls_work_without_a_tokio_runtime() {
     assert!(a.expect("summary").contains("- item 8"));
     assert!(b.is_ok());
     assert_eq!(upstream.hits(), 3);
+
+    // The default executor is the current runtime: without one, the call says so instead
+    // of starting a runtime behind the caller's back.
+    let current =
+        ChatClient::new(ClientConfig::new(Provider::OpenAi, &upstream.base)).expect("client");
+    let error = futures::executor::block_on(current.call(&conversation)).unwrap_err();
+    assert!(
+        matches!(error, LlmError::Local(ref m) if m.contains("no Tokio runtime")),
+        "{error:?}"
+    );
+    assert_eq!(upstream.hits(), 3);
+}
+
+#[test]
+fn a_runtime_given_by_handle_carries_the_calls() {
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let upstream = runtime.block_on(common::start(|_, _| {
+        common::json(
+            200,
+            json!({"choices": [{"message": {"content": "hi"}}], "usage": {"prompt_tokens": 3}}),
+        )
+    }));
+    let client = ChatClient::new(
+        ClientConfig::new(Provider::OpenAi, &upstream.base)
+            .executor(Executor::Handle(runtime.handle().clone())),
+    )
+    .expect("client");
+    let mut conversation = Conversation::new(Format::Bare);
+    conversation
+        .messages
+        .push(Message::text(Role::User, "hello"));
+    let completion = futures::executor::block_on(client.call(&conversation)).expect("call");
+    assert_eq!(completion.prompt_tokens, Some(3));
 }

@@ -1,5 +1,7 @@
 //! ChatClient against a scripted upstream on loopback, both protocols.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, unreachable_pub)] // test code: a failure is a test failure
+
 mod common;
 
 use std::time::Duration;

@@ -1,7 +1,11 @@
 //! The clients plugged into the core engine: LlmSummarizer behind strategy ④, and
 //! ChatClient as the `Llm` of the retry loop against an upstream that enforces a limit.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, unreachable_pub)] // test code: a failure is a test failure
+
 mod common;
+
+use cascade_test_support::OverflowKind;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -135,13 +139,8 @@ async fn the_retry_loop_recovers_from_a_real_overflow_answer() {
     let upstream = common::start(|_, request| {
         let tokens = request.body.to_string().len() / 4;
         if tokens > LIMIT {
-            common::json(
-                400,
-                json!({"error": {
-                    "message": format!("This model's maximum context length is {LIMIT} tokens. However, your messages resulted in {tokens} tokens."),
-                    "type": "invalid_request_error",
-                    "code": "context_length_exceeded"}}),
-            )
+            let body = common::overflow(OverflowKind::OpenAi, LIMIT as u64, tokens as u64);
+            common::json(400, body)
         } else {
             common::json(
                 200,

@@ -1,6 +1,8 @@
 //! LlmSummarizer against a scripted upstream: what it sends, which answers it accepts, its
 //! retries and its circuit breaker.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, unreachable_pub)] // test code: a failure is a test failure
+
 mod common;
 
 use std::sync::Arc;

@@ -7,6 +7,8 @@
 //! cargo run --release -p cascade-proxy --example proxy_latency [-- --requests 200]
 //! ```
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a development tool: a failure ends the run
+
 #[path = "../tests/common/scripted.rs"]
 mod scripted;
 
@@ -83,7 +85,7 @@ async fn main() {
         "http://{}",
         up.local_addr().map(|a| a.to_string()).unwrap_or_default()
     );
-    tokio::spawn(scripted::serve(script.clone(), up));
+    let _upstream = scripted::serve(script.clone(), up);
     let mut config = cascade_proxy::ProxyConfig::new(upstream.clone());
     config.window = Some(200_000);
     config.db_path = cascade_proxy::config::IN_MEMORY_DB.into();

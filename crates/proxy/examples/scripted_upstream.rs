@@ -10,6 +10,8 @@
 //! `--window N`, default 128000; in-memory database), for when the `cascade` binary is not
 //! at hand.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a development tool: a failure ends the run
+
 #[path = "../tests/common/scripted.rs"]
 mod scripted;
 
@@ -64,5 +66,7 @@ async fn main() {
             }
         });
     }
-    scripted::serve(script, listener).await;
+    let _upstream = scripted::serve(script, listener);
+    // The server runs in the background; serve until killed, as before.
+    std::future::pending::<()>().await;
 }

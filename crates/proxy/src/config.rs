@@ -13,7 +13,8 @@
 //! calibration_prior_tokens = 32000   # size-weighted calibration; 0 (default) is SPEC's EMA
 //! summarizer = "offline"         # or an OpenAI/Anthropic-compatible base URL
 //! summarizer_model = "gpt-4o-mini"
-//! summarizer_protocol = "openai"   # or "anthropic"; key in CASCADE_SUMMARIZER_API_KEY
+//! summarizer_protocol = "openai"   # or "anthropic" (default: guessed from the URL's host);
+//!                                  # key in CASCADE_SUMMARIZER_API_KEY
 //! compactable_tools = ["my_reader"]
 //! never_compact_tools = ["notes"]
 //!
@@ -30,6 +31,12 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use cascade_llm::{Provider, SummarizerSpec};
+use context_cascade::catalog::Catalog;
+use context_cascade::CascadeConfig;
+use serde::Deserialize;
+use serde::de::{self, Deserializer, IgnoredAny, MapAccess, Visitor};
+
 use crate::error::ProxyError;
 
 /// Default request body limit: 32 MiB.
@@ -39,48 +46,23 @@ pub const DEFAULT_UPSTREAM_TIMEOUT: Duration = Duration::from_secs(600);
 /// The SQLite path that keeps everything in memory (tests, throwaway runs).
 pub const IN_MEMORY_DB: &str = ":memory:";
 
-/// Which summarizer strategy ④ uses.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SummarizerChoice {
-    /// The deterministic extractive summarizer of the core (no network).
-    Offline,
-    /// An LLM behind an OpenAI- or Anthropic-compatible endpoint; its key comes from
-    /// `CASCADE_SUMMARIZER_API_KEY`.
-    Llm {
-        /// Base URL of the endpoint.
-        url: String,
-        /// Model to ask (`summarizer_model`), if the endpoint needs one.
-        model: Option<String>,
-        /// Speaks Anthropic Messages rather than OpenAI Chat Completions.
-        anthropic: bool,
-    },
-}
-
 /// The environment variable that holds the LLM summarizer's API key.
 pub use cascade_llm::SUMMARIZER_KEY_ENV;
 
-impl SummarizerChoice {
-    /// `"offline"` or a URL, as the `--summarizer` flag takes it. A URL on
-    /// `anthropic.com` speaks Anthropic Messages; any other, OpenAI Chat Completions.
-    pub fn parse(text: &str, model: Option<String>) -> Self {
-        let text = text.trim();
-        if text.eq_ignore_ascii_case("offline") || text.is_empty() {
-            SummarizerChoice::Offline
-        } else {
-            SummarizerChoice::Llm {
-                url: text.to_owned(),
-                model,
-                anthropic: text.contains("anthropic.com"),
-            }
-        }
-    }
-}
-
-/// Everything the proxy needs to run. Build it with [`ProxyConfig::new`] or
+/// Everything the proxy needs to run: its own settings, the summarizer, the engine's
+/// [`CascadeConfig`] and the model [`Catalog`], each in the type its owner defines (nothing
+/// is copied field by field). Build it with [`ProxyConfig::new`] or
 /// [`ProxyConfig::from_toml_str`] / [`ProxyConfig::load`], then override fields from flags.
-#[derive(Debug, Clone)]
+///
+/// The file is flat (the keys of the module example); its shape is this struct's
+/// `Deserialize`: the proxy's keys by name, the summarizer keys through
+/// [`SummarizerSpec::parse`], the cascade keys into a [`CascadeConfig`] (the last section,
+/// which rejects any key nobody took), `[[model]]` tables read by the catalog itself.
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(default)]
 pub struct ProxyConfig {
     /// Address to listen on (used by callers that bind; [`crate::serve`] takes a listener).
+    #[serde(deserialize_with = "address")]
     pub listen: SocketAddr,
     /// Base URL of the upstream; request paths are appended (`{upstream}/v1/messages`).
     pub upstream: String,
@@ -89,148 +71,75 @@ pub struct ProxyConfig {
     /// Context windows per model id, from the config file.
     pub windows: BTreeMap<String, u64>,
     /// SQLite database file (summary cache, calibration, memory, sticky prefixes).
+    #[serde(rename = "db")]
     pub db_path: PathBuf,
     /// Largest request body accepted; larger ones get 413.
     pub max_request_bytes: usize,
     /// Time allowed for the upstream to answer (and between two streamed chunks).
+    #[serde(rename = "upstream_timeout_secs", deserialize_with = "seconds")]
     pub upstream_timeout: Duration,
     /// Ask the upstream for its context window (llama.cpp `/props`, vLLM `/v1/models`,
     /// Ollama `/api/show`) when neither flag nor config names one.
     pub discover: bool,
-    /// Tool names added to the built-in list of compactable tools (strategy ②).
-    pub compactable_tools: Vec<String>,
-    /// Tool names whose results are never compacted.
-    pub never_compact_tools: Vec<String>,
-    /// The summarizer of strategy ④.
-    pub summarizer: SummarizerChoice,
-    /// `[[model]]` catalog overrides, as TOML text (empty: none).
-    pub catalog_toml: String,
     /// Re-apply the previous request's compaction to the known prefix of a conversation
     /// (prompt-cache stability). On by default; off runs the cascade afresh every time.
     pub sticky_prefix: bool,
-    /// ② compacts even when it cannot reach its low watermark (SPEC, the default); `false`
-    /// leaves such histories to ③, which keeps more prompt-cache prefixes (see
-    /// `CascadeConfig::compact_short_of_watermark`).
-    pub compact_short_of_watermark: bool,
-    /// 0 (SPEC's EMA, the default) or the weight of the starting scale in prior tokens for
-    /// the size-weighted calibration (see `CascadeConfig::calibration_prior_tokens`).
-    pub calibration_prior_tokens: f64,
+    /// `[[model]]` tables: read by [`Catalog::with_overrides_toml`] from the same text, only
+    /// accepted here.
+    #[serde(rename = "model")]
+    model_tables: IgnoredAny,
+    /// The summarizer of strategy ④ (`summarizer`, `summarizer_model`,
+    /// `summarizer_protocol`).
+    #[serde(flatten, deserialize_with = "summarizer_keys")]
+    pub summarizer: SummarizerSpec,
+    /// The engine's configuration (`compactable_tools`, `never_compact_tools`,
+    /// `compact_short_of_watermark`, `calibration_prior_tokens`; the rest at SPEC's values).
+    /// Must stay the last flattened field: it rejects the keys no one before it took.
+    #[serde(flatten, deserialize_with = "cascade_keys")]
+    pub cascade: CascadeConfig,
+    /// The model catalog: the built-in table with the file's `[[model]]` overrides.
+    #[serde(skip, default = "Catalog::builtin")]
+    pub catalog: Catalog,
 }
 
-/// The file's shape; every key optional.
-#[derive(Debug, Default, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FileConfig {
-    listen: Option<String>,
-    upstream: Option<String>,
-    window: Option<u64>,
-    #[serde(default)]
-    windows: BTreeMap<String, u64>,
-    db: Option<PathBuf>,
-    max_request_bytes: Option<usize>,
-    upstream_timeout_secs: Option<u64>,
-    discover: Option<bool>,
-    sticky_prefix: Option<bool>,
-    compact_short_of_watermark: Option<bool>,
-    calibration_prior_tokens: Option<f64>,
-    #[serde(default)]
-    compactable_tools: Vec<String>,
-    #[serde(default)]
-    never_compact_tools: Vec<String>,
-    summarizer: Option<String>,
-    summarizer_model: Option<String>,
-    /// `openai` or `anthropic`: the summarizer endpoint's protocol.
-    summarizer_protocol: Option<String>,
-    /// Checked here for shape, applied through the catalog.
-    #[serde(default)]
-    model: Vec<toml::Value>,
-}
-
-impl ProxyConfig {
-    /// Defaults for an upstream: listen on 127.0.0.1:8787, default database, 32 MiB limit,
-    /// 600 s timeout, discovery on, offline summarizer.
-    pub fn new(upstream: impl Into<String>) -> Self {
+impl Default for ProxyConfig {
+    /// No upstream, listen on 127.0.0.1:8787, default database, 32 MiB limit, 600 s
+    /// timeout, discovery and sticky prefixes on, offline summarizer, SPEC's cascade.
+    fn default() -> Self {
         ProxyConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 8787)),
-            upstream: upstream.into(),
+            upstream: String::new(),
             window: None,
             windows: BTreeMap::new(),
             db_path: default_db_path(),
             max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
             upstream_timeout: DEFAULT_UPSTREAM_TIMEOUT,
             discover: true,
-            compactable_tools: Vec::new(),
-            never_compact_tools: Vec::new(),
-            summarizer: SummarizerChoice::Offline,
-            catalog_toml: String::new(),
             sticky_prefix: true,
-            compact_short_of_watermark: true,
-            calibration_prior_tokens: 0.0,
+            model_tables: IgnoredAny,
+            summarizer: SummarizerSpec::Offline,
+            cascade: CascadeConfig::default(),
+            catalog: Catalog::builtin(),
+        }
+    }
+}
+
+impl ProxyConfig {
+    /// The defaults (see [`Default`]) for an upstream.
+    pub fn new(upstream: impl Into<String>) -> Self {
+        ProxyConfig {
+            upstream: upstream.into(),
+            ..ProxyConfig::default()
         }
     }
 
     /// Reads a TOML config. `upstream` may be left out when a flag will give it.
     pub fn from_toml_str(text: &str) -> Result<Self, ProxyError> {
-        let file: FileConfig =
+        let mut config: ProxyConfig =
             toml::from_str(text).map_err(|e| ProxyError::Config(e.to_string()))?;
-        let mut config = ProxyConfig::new(file.upstream.unwrap_or_default());
-        if let Some(listen) = file.listen {
-            config.listen = listen.parse().map_err(|e| {
-                ProxyError::Config(format!("listen = {listen:?}: not an address ({e})"))
-            })?;
-        }
-        config.window = file.window;
-        config.windows = file.windows;
-        if let Some(db) = file.db {
-            config.db_path = db;
-        }
-        if let Some(limit) = file.max_request_bytes {
-            config.max_request_bytes = limit;
-        }
-        if let Some(secs) = file.upstream_timeout_secs {
-            config.upstream_timeout = Duration::from_secs(secs);
-        }
-        if let Some(discover) = file.discover {
-            config.discover = discover;
-        }
-        if let Some(sticky) = file.sticky_prefix {
-            config.sticky_prefix = sticky;
-        }
-        if let Some(short) = file.compact_short_of_watermark {
-            config.compact_short_of_watermark = short;
-        }
-        if let Some(tokens) = file.calibration_prior_tokens {
-            if !tokens.is_finite() || tokens < 0.0 {
-                return Err(ProxyError::Config(format!(
-                    "calibration_prior_tokens = {tokens}: expected 0 or a positive number of tokens"
-                )));
-            }
-            config.calibration_prior_tokens = tokens;
-        }
-        config.compactable_tools = file.compactable_tools;
-        config.never_compact_tools = file.never_compact_tools;
-        if let Some(s) = file.summarizer {
-            config.summarizer = SummarizerChoice::parse(&s, file.summarizer_model);
-        }
-        if let (Some(protocol), SummarizerChoice::Llm { anthropic, .. }) =
-            (file.summarizer_protocol, &mut config.summarizer)
-        {
-            *anthropic = match protocol.trim().to_ascii_lowercase().as_str() {
-                "anthropic" => true,
-                "openai" => false,
-                other => {
-                    return Err(ProxyError::Config(format!(
-                        "summarizer_protocol = {other:?}: expected \"openai\" or \"anthropic\""
-                    )));
-                }
-            };
-        }
-        if !file.model.is_empty() {
-            // Only the [[model]] tables: the catalog rejects keys it does not know.
-            let mut table = toml::Table::new();
-            table.insert("model".into(), toml::Value::Array(file.model));
-            config.catalog_toml = table.to_string();
-        }
+        config.catalog = Catalog::builtin()
+            .with_overrides_toml(text)
+            .map_err(|e| ProxyError::Config(e.to_string()))?;
         config.validate()?;
         Ok(config)
     }
@@ -269,6 +178,83 @@ impl ProxyConfig {
     }
 }
 
+/// `listen = "127.0.0.1:8787"`.
+fn address<'de, D: Deserializer<'de>>(deserializer: D) -> Result<SocketAddr, D::Error> {
+    let text = String::deserialize(deserializer)?;
+    text.parse()
+        .map_err(|e| de::Error::custom(format!("listen = {text:?}: not an address ({e})")))
+}
+
+/// `upstream_timeout_secs = 600`.
+fn seconds<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
+    u64::deserialize(deserializer).map(Duration::from_secs)
+}
+
+/// The summarizer's three keys, read by the parser `cascade --summarizer` uses.
+fn summarizer_keys<'de, D: Deserializer<'de>>(deserializer: D) -> Result<SummarizerSpec, D::Error> {
+    #[derive(serde::Deserialize)]
+    struct Keys {
+        summarizer: Option<String>,
+        summarizer_model: Option<String>,
+        /// `openai` or `anthropic`: the endpoint's protocol (else guessed from the URL).
+        summarizer_protocol: Option<String>,
+    }
+    let keys = Keys::deserialize(deserializer)?;
+    let api =
+        match keys.summarizer_protocol {
+            Some(protocol) => Some(protocol.parse::<Provider>().map_err(|e| {
+                de::Error::custom(format!("summarizer_protocol = {protocol:?}: {e}"))
+            })?),
+            None => None,
+        };
+    Ok(match keys.summarizer {
+        Some(text) => SummarizerSpec::parse(&text, api, keys.summarizer_model),
+        None => SummarizerSpec::Offline,
+    })
+}
+
+/// The cascade keys of the file, applied to SPEC's [`CascadeConfig`]; any other key left
+/// at this point is unknown to every section and rejected (a misspelt key must not vanish).
+fn cascade_keys<'de, D: Deserializer<'de>>(deserializer: D) -> Result<CascadeConfig, D::Error> {
+    deserializer.deserialize_map(CascadeKeys)
+}
+
+struct CascadeKeys;
+
+impl<'de> Visitor<'de> for CascadeKeys {
+    type Value = CascadeConfig;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the proxy's configuration table")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<CascadeConfig, A::Error> {
+        let mut config = CascadeConfig::default();
+        let (mut compactable, mut never) = (Vec::<String>::new(), Vec::<String>::new());
+        while let Some(key) = map.next_key::<String>()? {
+            match key.as_str() {
+                "compactable_tools" => compactable = map.next_value()?,
+                "never_compact_tools" => never = map.next_value()?,
+                "compact_short_of_watermark" => {
+                    config.compact_short_of_watermark = map.next_value()?
+                }
+                "calibration_prior_tokens" => {
+                    let tokens: f64 = map.next_value()?;
+                    if !tokens.is_finite() || tokens < 0.0 {
+                        return Err(de::Error::custom(format!(
+                            "calibration_prior_tokens = {tokens}: expected 0 or a positive number of tokens"
+                        )));
+                    }
+                    config.calibration_prior_tokens = tokens;
+                }
+                other => return Err(de::Error::custom(format!("unknown key `{other}`"))),
+            }
+        }
+        config.tools = config.tools.with_names(&compactable, &never);
+        Ok(config)
+    }
+}
+
 /// `<data dir>/context-cascade/cascade.db`, or `cascade.db` in the working directory when
 /// the platform has no data directory.
 pub fn default_db_path() -> PathBuf {
@@ -280,6 +266,7 @@ pub fn default_db_path() -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use context_cascade::tool_names::ToolPolicy;
 
     #[test]
     fn file_values_are_read() {
@@ -302,15 +289,31 @@ mod tests {
         assert_eq!(c.windows.get("small"), Some(&4096));
         assert_eq!(c.upstream_timeout, Duration::from_secs(5));
         assert_eq!(c.db_path, PathBuf::from(IN_MEMORY_DB));
-        assert!(c.catalog_toml.contains("custom"));
+        assert_eq!(c.catalog.lookup("custom").context_window, 65536);
         assert_eq!(c.max_request_bytes, DEFAULT_MAX_REQUEST_BYTES);
-        assert_eq!(c.calibration_prior_tokens, 0.0);
+        assert_eq!(c.cascade.calibration_prior_tokens, 0.0);
+        assert!(c.cascade.compact_short_of_watermark);
+    }
+
+    #[test]
+    fn cascade_keys_reach_the_cascade_config() {
+        let text = "compact_short_of_watermark = false\nnever_compact_tools = [\"Read\"]\nupstream = \"http://u\"";
+        let c = ProxyConfig::from_toml_str(text).unwrap();
+        assert!(!c.cascade.compact_short_of_watermark);
+        assert_eq!(c.upstream, "http://u");
+        let args = serde_json::json!({"file_path": "/a"});
+        assert!(ToolPolicy::default().is_compactable("Read", &args));
+        assert!(!c.cascade.tools.is_compactable("Read", &args));
+        let bad_model = "[[model]]\nid = \"m\"\ncontext_window = 0";
+        assert!(ProxyConfig::from_toml_str(bad_model).is_err());
+        let unknown_in_model = "[[model]]\nid = \"m\"\ncontext_window = 9\nwindow = 1";
+        assert!(ProxyConfig::from_toml_str(unknown_in_model).is_err());
     }
 
     #[test]
     fn calibration_rule_is_read_and_checked() {
         let c = ProxyConfig::from_toml_str("calibration_prior_tokens = 32000").unwrap();
-        assert_eq!(c.calibration_prior_tokens, 32_000.0);
+        assert_eq!(c.cascade.calibration_prior_tokens, 32_000.0);
         let err = ProxyConfig::from_toml_str("calibration_prior_tokens = -1").unwrap_err();
         assert!(
             err.to_string().contains("calibration_prior_tokens"),
@@ -326,14 +329,18 @@ mod tests {
     }
 
     #[test]
-    fn summarizer_flag_parses() {
+    fn summarizer_keys_are_read() {
+        let c = ProxyConfig::from_toml_str("summarizer = \"offline\"").unwrap();
+        assert_eq!(c.summarizer, SummarizerSpec::Offline);
+        let text = "summarizer = \"http://x\"\nsummarizer_model = \"m\"\nsummarizer_protocol = \"anthropic\"";
+        let SummarizerSpec::Endpoint(e) = ProxyConfig::from_toml_str(text).unwrap().summarizer
+        else {
+            panic!("an endpoint")
+        };
         assert_eq!(
-            SummarizerChoice::parse("offline", None),
-            SummarizerChoice::Offline
+            (e.provider, e.model.as_deref()),
+            (Provider::Anthropic, Some("m"))
         );
-        assert!(matches!(
-            SummarizerChoice::parse("http://x", Some("m".into())),
-            SummarizerChoice::Llm { .. }
-        ));
+        assert!(ProxyConfig::from_toml_str("summarizer_protocol = \"gemini\"").is_err());
     }
 }

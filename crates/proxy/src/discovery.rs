@@ -5,7 +5,7 @@
 //! (`model_info.<arch>.context_length`). Answers (and the absence of one) are cached per
 //! model, so each model costs at most one round of probes.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -21,14 +21,20 @@ const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 /// Where a window came from, for logs and metrics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WindowSource {
+    /// `--window` (or `window` in the file) forces every model's window.
     Flag,
+    /// The file's `[windows]` table names this model.
     Config,
+    /// The upstream said (llama.cpp, vLLM, Ollama).
     Upstream,
+    /// The catalog knows the model or its family.
     Catalog,
+    /// Nobody knew: the catalog's default.
     Default,
 }
 
 impl WindowSource {
+    /// The label used in metrics.
     pub fn as_str(self) -> &'static str {
         match self {
             WindowSource::Flag => "flag",
@@ -41,34 +47,48 @@ impl WindowSource {
 }
 
 /// Resolves windows: `--window` > config per model > upstream > catalog > default.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Windows {
+    forced: Option<u64>,
+    configured: BTreeMap<String, u64>,
+    discover: bool,
+    catalog: Catalog,
     discovered: Mutex<HashMap<String, Option<u64>>>,
 }
 
 impl Windows {
-    /// The window for `model`. `headers` are the client's (already filtered), so that an
-    /// upstream behind a key can answer the probes.
+    /// The precedence of `config`'s `window`, `windows`, `discover` and `catalog`.
+    pub fn new(config: &ProxyConfig) -> Self {
+        Windows {
+            forced: config.window,
+            configured: config.windows.clone(),
+            discover: config.discover,
+            catalog: config.catalog.clone(),
+            discovered: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The window for `model`. `upstream` is the upstream's base URL; `headers` are the
+    /// client's (already filtered), so that an upstream behind a key can answer the probes.
     pub async fn resolve(
         &self,
-        config: &ProxyConfig,
-        catalog: &Catalog,
         client: &reqwest::Client,
+        upstream: &str,
         headers: &HeaderMap,
         model: &str,
     ) -> (u64, WindowSource) {
-        if let Some(window) = config.window {
+        if let Some(window) = self.forced {
             return (window, WindowSource::Flag);
         }
-        if let Some(window) = config.windows.get(model) {
+        if let Some(window) = self.configured.get(model) {
             return (*window, WindowSource::Config);
         }
-        if config.discover {
+        if self.discover {
             let cached = self.cached(model);
             let found = match cached {
                 Some(found) => found,
                 None => {
-                    let found = probe(client, config.upstream_base(), headers, model).await;
+                    let found = probe(client, upstream, headers, model).await;
                     if let Some(window) = found {
                         tracing::info!(model, window, "context window reported by the upstream");
                     }
@@ -83,7 +103,7 @@ impl Windows {
                 return (window, WindowSource::Upstream);
             }
         }
-        let lookup = catalog.lookup(model);
+        let lookup = self.catalog.lookup(model);
         let source = if lookup.matched == MatchKind::Default {
             WindowSource::Default
         } else {

@@ -20,6 +20,9 @@
 //! # }
 //! ```
 
+// Unit tests may unwrap: a failure there is a test failure.
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
+
 pub mod config;
 pub mod discovery;
 pub mod error;
@@ -32,6 +35,7 @@ pub mod stream;
 pub mod summary_cache;
 pub mod upstream;
 
-pub use config::{ProxyConfig, SummarizerChoice};
+pub use cascade_llm::{EndpointSpec, Provider, SummarizerSpec};
+pub use config::ProxyConfig;
 pub use error::ProxyError;
 pub use server::{AppState, REPORT_HEADER, router, serve};

@@ -10,6 +10,7 @@
 use axum::http::HeaderMap;
 use context_cascade::Format;
 use context_cascade::RememberPolicy;
+use context_cascade::format::message_facts::{is_system, messages, user_text};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
@@ -29,7 +30,7 @@ pub fn conversation_key(headers: &HeaderMap, body: &Value, format: Format) -> St
     }
     hasher.update(format.as_str().as_bytes());
     hasher.update(b"\0");
-    let messages = messages_of(body);
+    let messages = messages(body);
     match format {
         Format::Anthropic => {
             if let Some(system) = body.get("system") {
@@ -59,48 +60,9 @@ pub fn conversation_key(headers: &HeaderMap, body: &Value, format: Format) -> St
     hex::encode(hasher.finalize())
 }
 
-fn messages_of(body: &Value) -> &[Value] {
-    body.get("messages")
-        .and_then(Value::as_array)
-        .map_or(&[], Vec::as_slice)
-}
-
-fn is_system(message: &Value) -> bool {
-    matches!(
-        message.get("role").and_then(Value::as_str),
-        Some("system" | "developer")
-    )
-}
-
-/// The text a user wrote in a message (text parts only, not tool results), if it is a user
-/// message with text. The same reading serves both formats.
-pub fn user_text(message: &Value) -> Option<String> {
-    if message.get("role").and_then(Value::as_str) != Some("user") {
-        return None;
-    }
-    let text = match message.get("content")? {
-        Value::String(s) => s.clone(),
-        Value::Array(parts) => {
-            let texts: Vec<&str> = parts
-                .iter()
-                .filter(|p| {
-                    matches!(
-                        p.get("type").and_then(Value::as_str),
-                        Some("text" | "input_text")
-                    )
-                })
-                .filter_map(|p| p.get("text").and_then(Value::as_str))
-                .collect();
-            texts.join("\n")
-        }
-        _ => return None,
-    };
-    (!text.trim().is_empty()).then_some(text)
-}
-
 /// The remember requests among a request's user messages, in order.
 pub fn remember_requests(body: &Value, policy: &RememberPolicy) -> Vec<String> {
-    messages_of(body)
+    messages(body)
         .iter()
         .filter_map(user_text)
         .filter(|text| policy.is_remember_request(text))
@@ -114,7 +76,7 @@ pub fn fact_hash(text: &str) -> String {
 
 /// The stored facts this request no longer carries in any user message.
 pub fn missing_facts(body: &Value, facts: &[String]) -> Vec<String> {
-    let texts: Vec<String> = messages_of(body).iter().filter_map(user_text).collect();
+    let texts: Vec<String> = messages(body).iter().filter_map(user_text).collect();
     facts
         .iter()
         .filter(|fact| !texts.iter().any(|t| t.contains(fact.as_str())))
@@ -215,6 +177,20 @@ mod tests {
                 .contains("K-42")
         );
         assert!(missing_facts(&first, &facts).is_empty());
+    }
+
+    #[test]
+    fn remember_requests_in_output_text_parts_are_found() {
+        let policy = RememberPolicy::default();
+        let body = json!({"model": "m", "messages": [{"role": "user", "content": [
+            {"type": "output_text", "text": "Please remember that the deploy key is K-42."}
+        ]}]});
+        assert_eq!(
+            remember_requests(&body, &policy),
+            vec!["Please remember that the deploy key is K-42.".to_owned()]
+        );
+        let facts = remember_requests(&body, &policy);
+        assert!(missing_facts(&body, &facts).is_empty());
     }
 
     #[test]

@@ -33,16 +33,37 @@ struct Counters {
 /// A copy of the counters, for tests and reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Snapshot {
+    /// Calls made to the upstream on the cascade routes.
     pub upstream_calls: u64,
+    /// Overflow errors the upstream answered.
     pub overflow_errors: u64,
+    /// Requests answered after recovering from an overflow.
     pub overflow_recoveries: u64,
+    /// Requests that still overflowed after every recovery step.
     pub overflow_exhausted: u64,
+    /// Summaries served from the cache.
     pub summary_hits: u64,
+    /// Summaries the summarizer had to write.
     pub summary_misses: u64,
+    /// Remember requests stored.
     pub facts_stored: u64,
+    /// Stored facts put back into a request.
     pub facts_injected: u64,
+    /// Requests whose known prefix was re-applied (sticky prefix).
     pub prefix_reused: u64,
+    /// Tokens the strategies freed.
     pub tokens_saved: u64,
+}
+
+/// How a request on a cascade route ended, for [`Metrics::report`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallOutcome {
+    /// The upstream answered (after recovering from any overflow it reported).
+    Answered,
+    /// Every recovery step was spent and the conversation still overflowed.
+    Exhausted,
+    /// The upstream failed with something other than an overflow.
+    Failed,
 }
 
 impl Metrics {
@@ -58,8 +79,11 @@ impl Metrics {
         self.with(|c| *c.requests.entry((route.to_owned(), status)).or_default() += 1);
     }
 
-    /// What the cascade did for one request: strategies, tokens saved, calls, overflows.
-    pub fn report(&self, report: &Report, recovered: bool, exhausted: bool) {
+    /// What the cascade did for one request: strategies, tokens saved, calls, overflows,
+    /// and how the request ended.
+    pub fn report(&self, report: &Report, outcome: CallOutcome) {
+        let recovered = outcome == CallOutcome::Answered;
+        let exhausted = outcome == CallOutcome::Exhausted;
         self.with(|c| {
             for step in &report.steps {
                 *c.strategies

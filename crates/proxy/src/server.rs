@@ -11,27 +11,20 @@ use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use bytes::Bytes;
-use cascade_llm::{LlmSummarizer, Provider};
-use context_cascade::Calibration;
-use context_cascade::LlmError;
-use context_cascade::OfflineSummarizer;
-use context_cascade::RememberPolicy;
-use context_cascade::Report;
-use context_cascade::catalog::Catalog;
+use cascade_llm::{Executor, Provider, SummarizerSpec};
 use context_cascade::format::parse_value;
 use context_cascade::summarizer::Summarizer;
-use context_cascade::tool_names::ToolPolicy;
-use context_cascade::{Budget, CascadeConfig};
+use context_cascade::{Budget, Calibration, LlmError, OfflineSummarizer, Report};
 use context_cascade::{CallError, ContextManager};
 use context_cascade::{Conversation, Format};
 use futures::StreamExt;
 use serde_json::Value;
 
-use crate::config::{ProxyConfig, SummarizerChoice};
+use crate::config::ProxyConfig;
 use crate::discovery::Windows;
 use crate::error::{ErrorKind, ProxyError, error_response};
 use crate::memory;
-use crate::metrics::{Metrics, Snapshot};
+use crate::metrics::{CallOutcome, Metrics, Snapshot};
 use crate::stability::{Edit, LazyHashes, Sticky, hash_at};
 use crate::store::Store;
 use crate::stream::scan_usage;
@@ -45,17 +38,19 @@ pub const REPORT_HEADER: &str = "x-context-cascade";
 /// How long connecting to the upstream may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Everything the handlers share.
+/// Everything the handlers share. The engine's configuration, catalog and summarizer live
+/// in the [`ContextManager`] only; the state keeps what the proxy itself uses.
 pub struct AppState {
-    config: ProxyConfig,
+    upstream: String,
+    max_request_bytes: usize,
+    upstream_timeout: std::time::Duration,
+    /// `None` when `sticky_prefix` is off.
+    sticky: Option<Sticky>,
+    windows: Windows,
     manager: ContextManager,
-    catalog: Catalog,
     client: reqwest::Client,
     store: Arc<Store>,
     metrics: Arc<Metrics>,
-    windows: Windows,
-    sticky: Sticky,
-    remember: RememberPolicy,
 }
 
 impl AppState {
@@ -67,24 +62,12 @@ impl AppState {
         }
         let store = Arc::new(Store::open(&config.db_path)?);
         let metrics = Arc::new(Metrics::default());
-        let catalog = if config.catalog_toml.is_empty() {
-            Catalog::builtin()
-        } else {
-            Catalog::builtin()
-                .with_overrides_toml(&config.catalog_toml)
-                .map_err(|e| ProxyError::Config(e.to_string()))?
-        };
-        let cascade = CascadeConfig {
-            tools: ToolPolicy::default()
-                .with_names(&config.compactable_tools, &config.never_compact_tools),
-            compact_short_of_watermark: config.compact_short_of_watermark,
-            calibration_prior_tokens: config.calibration_prior_tokens,
-            ..CascadeConfig::default()
-        };
-        let inner = summarizer(&config)?;
+        let windows = Windows::new(&config);
+        let inner = summarizer(&config.summarizer)?;
         let cached = CachingSummarizer::new(inner, store.clone(), metrics.clone());
-        let manager = ContextManager::new(cascade)
-            .with_catalog(catalog.clone())
+        let upstream = config.upstream_base().to_owned();
+        let manager = ContextManager::new(config.cascade)
+            .with_catalog(config.catalog)
             .with_summarizer(Arc::new(cached));
         let mut calibration = Calibration::new();
         for (model, scale) in store.calibration()? {
@@ -97,17 +80,16 @@ impl AppState {
             .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|e| ProxyError::Client(e.to_string()))?;
-        let remember = manager.config().remember.clone();
         Ok(Arc::new(AppState {
-            remember,
-            config,
+            upstream,
+            max_request_bytes: config.max_request_bytes,
+            upstream_timeout: config.upstream_timeout,
+            sticky: config.sticky_prefix.then(|| Sticky::new(store.clone())),
+            windows,
             manager,
-            catalog,
             client,
-            sticky: Sticky::new(store.clone()),
             store,
             metrics,
-            windows: Windows::default(),
         }))
     }
 
@@ -131,23 +113,12 @@ impl AppState {
     }
 }
 
-fn summarizer(config: &ProxyConfig) -> Result<Arc<dyn Summarizer>, ProxyError> {
-    match &config.summarizer {
-        SummarizerChoice::Offline => Ok(Arc::new(OfflineSummarizer::default())),
-        SummarizerChoice::Llm {
-            url,
-            model,
-            anthropic,
-        } => {
-            let provider = if *anthropic {
-                Provider::Anthropic
-            } else {
-                Provider::OpenAi
-            };
-            let summarizer = LlmSummarizer::for_endpoint(provider, url, model.as_deref())
-                .map_err(|e| ProxyError::Config(format!("summarizer {url}: {e}")))?;
-            Ok(Arc::new(summarizer))
-        }
+fn summarizer(spec: &SummarizerSpec) -> Result<Arc<dyn Summarizer>, ProxyError> {
+    // The proxy's own runtime carries the summarizer's calls.
+    match spec.llm_summarizer(Executor::Current) {
+        Ok(Some(summarizer)) => Ok(Arc::new(summarizer)),
+        Ok(None) => Ok(Arc::new(OfflineSummarizer::default())),
+        Err(e) => Err(ProxyError::Config(format!("summarizer: {e}"))),
     }
 }
 
@@ -170,7 +141,7 @@ pub async fn serve(
 ) -> Result<(), ProxyError> {
     let state = AppState::new(config)?;
     if let Ok(address) = listener.local_addr() {
-        tracing::info!(%address, upstream = %state.config.upstream_base(), "context-cascade proxy listening");
+        tracing::info!(%address, upstream = %state.upstream, "context-cascade proxy listening");
     }
     axum::serve(listener, router(state))
         .with_graceful_shutdown(async {
@@ -209,14 +180,14 @@ async fn anthropic(State(state): State<Arc<AppState>>, request: Request) -> Resp
 async fn passthrough(State(state): State<Arc<AppState>>, request: Request) -> Response {
     let (parts, body) = request.into_parts();
     let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
-    let url = format!("{}{path}", state.config.upstream_base());
+    let url = format!("{}{path}", state.upstream);
     let result = forward(
         &state.client,
         url,
         parts.method,
         &parts.headers,
         body,
-        state.config.upstream_timeout,
+        state.upstream_timeout,
     )
     .await;
     let response = match result {
@@ -251,7 +222,7 @@ async fn read_body(headers: &HeaderMap, body: Body, limit: usize) -> Result<Byte
 /// One request on a cascade route: read, remember, stitch, compact, call, answer.
 async fn cascade(state: &Arc<AppState>, format: Format, request: Request) -> Response {
     let (parts, body) = request.into_parts();
-    let limit = state.config.max_request_bytes;
+    let limit = state.max_request_bytes;
     let bytes = match read_body(&parts.headers, body, limit).await {
         Ok(bytes) => bytes,
         Err(ErrorKind::TooLarge) => {
@@ -297,24 +268,15 @@ async fn cascade(state: &Arc<AppState>, format: Format, request: Request) -> Res
             return error_response(format, ErrorKind::InvalidRequest, &message);
         }
     };
-    let stitched = if state.config.sticky_prefix {
-        state.sticky.stitch(&key, &mut hashes, &mut conversation)
-    } else {
-        None
-    };
+    let stitched = (state.sticky.as_ref())
+        .and_then(|sticky| sticky.stitch(&key, &mut hashes, &mut conversation));
     if stitched.is_some() {
         state.metrics.prefix_reused();
     }
 
     let headers = forwarded_headers(&parts.headers, true);
     let (window, source) = (state.windows)
-        .resolve(
-            &state.config,
-            &state.catalog,
-            &state.client,
-            &headers,
-            &model,
-        )
+        .resolve(&state.client, &state.upstream, &headers, &model)
         .await;
     state.metrics.window_source(source.as_str());
     let budget = Budget::new(window, conversation.output_reserve());
@@ -326,21 +288,22 @@ async fn cascade(state: &Arc<AppState>, format: Format, request: Request) -> Res
     // carry `_pin` markers, which providers reject).
     let untouched = stitched.is_none() && injection.is_none() && !carries_pins(&conversation);
     let call = UpstreamCall {
+        provider: Provider::for_format(format),
         original: untouched.then(|| (bytes.clone(), conversation.clone())),
         client: &state.client,
-        url: format!("{}{path}", state.config.upstream_base()),
+        url: format!("{}{path}", state.upstream),
         headers,
         stream,
-        timeout: state.config.upstream_timeout,
+        timeout: state.upstream_timeout,
     };
     let result = state.manager.call(&call, &mut conversation, budget).await;
     match result {
         Ok(called) => {
             let report = called.report;
-            state.metrics.report(&report, true, false);
-            if state.config.sticky_prefix {
+            state.metrics.report(&report, CallOutcome::Answered);
+            if let Some(sticky) = &state.sticky {
                 let changed = stitched.is_some() || !report.steps.is_empty();
-                (state.sticky).record(&key, &mut hashes, &conversation, changed);
+                sticky.record(&key, &mut hashes, &conversation, changed);
             }
             state.save_scale(&model);
             let mut response = success(state, called.output, &conversation, model);
@@ -348,7 +311,7 @@ async fn cascade(state: &Arc<AppState>, format: Format, request: Request) -> Res
             response
         }
         Err(CallError::Exhausted { report }) => {
-            state.metrics.report(&report, false, true);
+            state.metrics.report(&report, CallOutcome::Exhausted);
             state.save_scale(&model);
             let steps = report.summary_line();
             let message = format!(
@@ -374,7 +337,7 @@ async fn cascade(state: &Arc<AppState>, format: Format, request: Request) -> Res
             response
         }
         Err(CallError::Llm { error, report }) => {
-            state.metrics.report(&report, false, false);
+            state.metrics.report(&report, CallOutcome::Failed);
             let mut response = upstream_failure(format, &error);
             add_report_header(&mut response, &report);
             response
@@ -422,7 +385,7 @@ fn remember(
     format: Format,
 ) -> Option<memory::Injection> {
     let mut stored = 0;
-    for text in memory::remember_requests(body, &state.remember) {
+    for text in memory::remember_requests(body, &state.manager.config().remember) {
         match state.store.add_fact(key, &memory::fact_hash(&text), &text) {
             Ok(true) => stored += 1,
             Ok(false) => {}
@@ -465,7 +428,8 @@ fn success(
             let headers = response_headers(upstream.headers());
             let prior = state.manager.prior(sent);
             let observer = state.clone();
-            let body = scan_usage(upstream.bytes_stream(), move |tokens| {
+            let provider = Provider::for_format(sent.format);
+            let body = scan_usage(provider, upstream.bytes_stream(), move |tokens| {
                 observer.manager.observe(&model, prior, tokens);
                 observer.save_scale(&model);
             });
@@ -489,6 +453,11 @@ fn upstream_failure(format: Format, error: &LlmError) -> Response {
             tracing::warn!(%detail, "upstream unreachable");
             let message = format!("context-cascade: could not reach the upstream: {detail}");
             error_response(format, ErrorKind::Unreachable, &message)
+        }
+        LlmError::Local(detail) => {
+            tracing::warn!(%detail, "could not send the request upstream");
+            let message = format!("context-cascade: could not send the request: {detail}");
+            error_response(format, ErrorKind::Internal, &message)
         }
         LlmError::Timeout => error_response(
             format,

@@ -17,7 +17,7 @@ use context_cascade::Conversation;
 use context_cascade::format::{WriteOptions, to_vec};
 use context_cascade::{Completion, Llm, LlmError};
 
-use crate::stream::usage_from_body;
+use cascade_llm::{Provider, header_pairs, transport_error, usage_from_body};
 
 /// Headers that describe one connection, not the request (RFC 9110 §7.6.1), plus the ones
 /// the HTTP client sets itself.
@@ -68,8 +68,11 @@ pub fn response_headers(headers: &HeaderMap) -> HeaderMap {
 pub enum UpstreamOutput {
     /// A complete (non-streaming) answer.
     Full {
+        /// The upstream's status.
         status: StatusCode,
+        /// The upstream's headers, as they came.
         headers: HeaderMap,
+        /// The complete body.
         body: Bytes,
     },
     /// A streaming answer whose body is still to be read.
@@ -78,10 +81,17 @@ pub enum UpstreamOutput {
 
 /// One cascade request's upstream: where to POST and with which client headers.
 pub struct UpstreamCall<'a> {
+    /// The proxy's HTTP client (its connection pool).
     pub client: &'a reqwest::Client,
+    /// The protocol of the route, for reading usage out of the answer.
+    pub provider: Provider,
+    /// The full URL to POST to.
     pub url: String,
+    /// The headers to send (the client's, see [`forwarded_headers`]).
     pub headers: HeaderMap,
+    /// Whether the client asked for a streamed answer.
     pub stream: bool,
+    /// Time allowed for the headers, and for a complete body.
     pub timeout: Duration,
     /// The client's body and the conversation it parsed into: while the conversation the
     /// engine sends is still equal to it, the client's bytes go upstream as they came.
@@ -103,7 +113,7 @@ impl UpstreamCall<'_> {
         };
         to_vec(conversation, options)
             .map(Bytes::from)
-            .map_err(|e| LlmError::Transport(format!("could not write the request: {e}")))
+            .map_err(|e| LlmError::Local(format!("could not write the request: {e}")))
     }
 
     async fn send(
@@ -142,7 +152,7 @@ impl UpstreamCall<'_> {
                 body: String::from_utf8_lossy(&body).into_owned(),
             });
         }
-        let prompt_tokens = usage_from_body(&body);
+        let prompt_tokens = usage_from_body(self.provider, &body);
         Ok(Completion {
             output: UpstreamOutput::Full {
                 status,
@@ -163,23 +173,6 @@ impl Llm for UpstreamCall<'_> {
     ) -> BoxFuture<'a, Result<Completion<UpstreamOutput>, LlmError>> {
         Box::pin(self.send(conversation))
     }
-}
-
-/// Classifies a client error: a timeout, or the upstream unreachable / connection broken.
-pub fn transport_error(error: &reqwest::Error) -> LlmError {
-    if error.is_timeout() {
-        LlmError::Timeout
-    } else {
-        // The error text names the URL and the cause, never a header.
-        LlmError::Transport(error.to_string())
-    }
-}
-
-fn header_pairs(headers: &HeaderMap) -> Vec<(String, String)> {
-    headers
-        .iter()
-        .filter_map(|(k, v)| Some((k.as_str().to_owned(), v.to_str().ok()?.to_owned())))
-        .collect()
 }
 
 /// Rebuilds an upstream error answer exactly as it came (status, headers, body).

@@ -8,16 +8,16 @@ use crate::error::CliError;
 
 /// Flags of `cascade classify`.
 #[derive(Debug, clap::Args)]
-pub struct ClassifyArgs {
+pub(crate) struct ClassifyArgs {
     /// The error body (any text: JSON, an SDK message, a log line); `-` or nothing for stdin.
-    pub file: Option<PathBuf>,
+    pub(crate) file: Option<PathBuf>,
     /// The HTTP status the body came with (a 429 is never an overflow).
     #[arg(long, value_name = "N")]
-    pub status: Option<u16>,
+    pub(crate) status: Option<u16>,
 }
 
 /// Prints one JSON line: `{"overflow", "observed_tokens", "limit_tokens", "provider"}`.
-pub fn run(args: &ClassifyArgs) -> Result<(), CliError> {
+pub(crate) fn run(args: &ClassifyArgs) -> Result<(), CliError> {
     let input = crate::input::read(args.file.as_deref())?;
     if input.bytes.iter().all(u8::is_ascii_whitespace) {
         return Err(CliError::bad_input(

@@ -11,25 +11,25 @@ use crate::table::thousands;
 
 /// Flags of `cascade compact`.
 #[derive(Debug, clap::Args)]
-pub struct CompactArgs {
+pub(crate) struct CompactArgs {
     /// The request body (OpenAI, Anthropic or a bare message array); `-` or nothing for stdin.
-    pub file: Option<PathBuf>,
+    pub(crate) file: Option<PathBuf>,
     #[command(flatten)]
-    pub cascade: CascadeArgs,
+    pub(crate) cascade: CascadeArgs,
     /// Write the JSON report (every step, tokens before and after, fits) to this file.
     #[arg(long, value_name = "FILE")]
-    pub report: Option<PathBuf>,
+    pub(crate) report: Option<PathBuf>,
     /// Write the compacted request here instead of stdout.
     #[arg(short = 'o', long = "output", value_name = "FILE")]
-    pub output: Option<PathBuf>,
+    pub(crate) output: Option<PathBuf>,
     /// Indent the output JSON.
     #[arg(long)]
-    pub pretty: bool,
+    pub(crate) pretty: bool,
 }
 
 /// Compacts, writes the request and the report; `CannotFit` when even the irreducible part
 /// (system, first user message, pins, current message) exceeds the window.
-pub fn run(args: &CompactArgs) -> Result<(), CliError> {
+pub(crate) fn run(args: &CompactArgs) -> Result<(), CliError> {
     let Loaded {
         name: _,
         mut conversation,
@@ -76,7 +76,7 @@ fn output_name(output: Option<&PathBuf>) -> String {
 }
 
 /// `191,257 → 24,310 tokens (293 → 41 messages; window 32,000, reserve 0); 3 steps: ...`
-pub fn summary_line(report: &Report) -> String {
+pub(crate) fn summary_line(report: &Report) -> String {
     let steps = if report.steps.is_empty() {
         "no step needed".to_owned()
     } else {

@@ -19,18 +19,18 @@ const GAUGE_WIDTH: usize = 60;
 
 /// Flags of `cascade inspect`.
 #[derive(Debug, clap::Args)]
-pub struct InspectArgs {
+pub(crate) struct InspectArgs {
     /// The request body (OpenAI, Anthropic or a bare message array); `-` for stdin.
-    pub file: PathBuf,
+    pub(crate) file: PathBuf,
     #[command(flatten)]
-    pub window: WindowArgs,
+    pub(crate) window: WindowArgs,
     /// Force the input format instead of detecting it.
     #[arg(long, value_enum)]
-    pub format: Option<FormatArg>,
+    pub(crate) format: Option<FormatArg>,
 }
 
 /// Prints the breakdown.
-pub fn run(args: &InspectArgs) -> Result<(), CliError> {
+pub(crate) fn run(args: &InspectArgs) -> Result<(), CliError> {
     let (name, conversation) =
         crate::input::read_conversation(Some(&args.file), args.format.map(Into::into))?;
     let resolved = args.window.resolve(&conversation);

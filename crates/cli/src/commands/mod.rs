@@ -1,16 +1,16 @@
 //! One module per subcommand; each exposes its clap `Args` and a `run` returning the
 //! command's outcome.
 
-pub mod classify;
-pub mod compact;
-pub mod inspect;
-pub mod models;
-pub mod proxy;
-pub mod replay;
+pub(crate) mod classify;
+pub(crate) mod compact;
+pub(crate) mod inspect;
+pub(crate) mod models;
+pub(crate) mod proxy;
+pub(crate) mod replay;
 
 use std::sync::Arc;
 
-use cascade_llm::{LlmSummarizer, Provider};
+use cascade_llm::{Executor, Provider, SummarizerSpec};
 use std::path::Path;
 
 use context_cascade::{Budget, ContextManager, Conversation, Format};
@@ -20,7 +20,7 @@ use crate::window::WindowArgs;
 
 /// `--format`: forces the wire format instead of auto-detecting it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum FormatArg {
+pub(crate) enum FormatArg {
     /// OpenAI Chat Completions request body.
     Openai,
     /// Anthropic Messages request body.
@@ -41,28 +41,28 @@ impl From<FormatArg> for Format {
 
 /// The flags `compact` and `replay` share: the input format, the window, the summarizer.
 #[derive(Debug, Clone, clap::Args)]
-pub struct CascadeArgs {
+pub(crate) struct CascadeArgs {
     #[command(flatten)]
-    pub window: WindowArgs,
+    pub(crate) window: WindowArgs,
     /// Force the input format instead of detecting it.
     #[arg(long, value_enum)]
-    pub format: Option<FormatArg>,
+    pub(crate) format: Option<FormatArg>,
     #[command(flatten)]
-    pub summarizer: SummarizerArgs,
+    pub(crate) summarizer: SummarizerArgs,
 }
 
 /// A conversation read from its file, with the budget and the engine it is compacted with.
-pub struct Loaded {
+pub(crate) struct Loaded {
     /// The file's name as messages show it (`<stdin>` for standard input).
-    pub name: String,
-    pub conversation: Conversation,
-    pub budget: Budget,
-    pub manager: ContextManager,
+    pub(crate) name: String,
+    pub(crate) conversation: Conversation,
+    pub(crate) budget: Budget,
+    pub(crate) manager: ContextManager,
 }
 
 impl CascadeArgs {
     /// Reads `file` (stdin when `None`), resolves the window and builds the engine.
-    pub fn load(&self, file: Option<&Path>) -> Result<Loaded, CliError> {
+    pub(crate) fn load(&self, file: Option<&Path>) -> Result<Loaded, CliError> {
         let (name, conversation) =
             crate::input::read_conversation(file, self.format.map(Into::into))?;
         let resolved = self.window.resolve(&conversation);
@@ -76,48 +76,54 @@ impl CascadeArgs {
     }
 }
 
-/// `--summarizer offline|URL`: who writes the summaries of strategy ④.
+/// `--summarizer offline|URL` and its protocol and model: who writes the summaries of
+/// strategy ④. `compact`, `replay` and `proxy` take the same flags and read them with the same
+/// parser ([`SummarizerSpec::parse`]), so one URL means one protocol in every command.
 #[derive(Debug, Clone, clap::Args)]
-pub struct SummarizerArgs {
-    /// `offline` (deterministic, no network) or the base URL of an OpenAI-compatible
-    /// endpoint (Anthropic with `--summarizer-api anthropic`); the key comes from
-    /// CASCADE_SUMMARIZER_API_KEY.
-    #[arg(long, value_name = "offline|URL", default_value = "offline")]
-    pub summarizer: String,
+pub(crate) struct SummarizerArgs {
+    /// `offline` (deterministic, no network) or the base URL of an OpenAI- or
+    /// Anthropic-compatible endpoint; the key comes from CASCADE_SUMMARIZER_API_KEY.
+    #[arg(long, value_name = "offline|URL")]
+    pub(crate) summarizer: Option<String>,
     /// The model the summarizer endpoint is asked for.
     #[arg(long, value_name = "NAME")]
-    pub summarizer_model: Option<String>,
-    /// The protocol the summarizer endpoint speaks.
-    #[arg(long, value_enum, default_value_t = ApiArg::Openai)]
-    pub summarizer_api: ApiArg,
+    pub(crate) summarizer_model: Option<String>,
+    /// The protocol the summarizer endpoint speaks: `openai` (Chat Completions) or
+    /// `anthropic` (Messages). Default: `anthropic` for a host on anthropic.com, else `openai`.
+    #[arg(long, value_name = "openai|anthropic", value_parser = parse_provider)]
+    pub(crate) summarizer_api: Option<Provider>,
 }
 
-/// `--summarizer-api`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum ApiArg {
-    /// OpenAI Chat Completions (`/v1/chat/completions`).
-    Openai,
-    /// Anthropic Messages (`/v1/messages`).
-    Anthropic,
+/// clap's parser for `--summarizer-api` (the provider vocabulary of cascade-llm).
+fn parse_provider(text: &str) -> Result<Provider, String> {
+    text.parse::<Provider>().map_err(|e| e.to_string())
 }
 
 impl SummarizerArgs {
-    /// Gives `manager` this summarizer.
-    pub fn install(&self, manager: ContextManager) -> Result<ContextManager, CliError> {
-        if self.summarizer.eq_ignore_ascii_case("offline") {
+    /// What the flags name; `None` when `--summarizer` was not given.
+    pub(crate) fn spec(&self) -> Option<SummarizerSpec> {
+        let text = self.summarizer.as_deref()?;
+        Some(SummarizerSpec::parse(
+            text,
+            self.summarizer_api,
+            self.summarizer_model.clone(),
+        ))
+    }
+
+    /// Gives `manager` this summarizer (the offline one when none was named).
+    pub(crate) fn install(&self, manager: ContextManager) -> Result<ContextManager, CliError> {
+        let spec = self.spec().unwrap_or(SummarizerSpec::Offline);
+        // The engine is driven by `pollster::block_on`: the summarizer's HTTP calls need a
+        // Tokio runtime of their own.
+        match spec.llm_summarizer(Executor::Dedicated) {
+            Ok(Some(summarizer)) => Ok(manager.with_summarizer(Arc::new(summarizer))),
             // ContextManager::new already holds the offline summarizer.
-            return Ok(manager);
+            Ok(None) => Ok(manager),
+            Err(e) => Err(CliError::bad_input(
+                "--summarizer",
+                self.summarizer.as_deref().unwrap_or_default(),
+                e.to_string(),
+            )),
         }
-        let provider = match self.summarizer_api {
-            ApiArg::Openai => Provider::OpenAi,
-            ApiArg::Anthropic => Provider::Anthropic,
-        };
-        let summarizer = LlmSummarizer::for_endpoint(
-            provider,
-            &self.summarizer,
-            self.summarizer_model.as_deref(),
-        )
-        .map_err(|e| CliError::bad_input("--summarizer", &self.summarizer, e.to_string()))?;
-        Ok(manager.with_summarizer(Arc::new(summarizer)))
     }
 }

@@ -8,14 +8,14 @@ use crate::table::{Align, Table, thousands};
 
 /// Flags of `cascade models`.
 #[derive(Debug, clap::Args)]
-pub struct ModelsArgs {
+pub(crate) struct ModelsArgs {
     /// Print the catalog as a JSON array instead of a table.
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
 }
 
 /// Prints the catalog.
-pub fn run(args: &ModelsArgs) -> Result<(), CliError> {
+pub(crate) fn run(args: &ModelsArgs) -> Result<(), CliError> {
     let catalog = Catalog::builtin();
     let text = if args.json {
         let mut json = serde_json::to_string_pretty(catalog.entries())

@@ -4,43 +4,41 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use cascade_proxy::{ProxyConfig, SummarizerChoice};
+use cascade_proxy::ProxyConfig;
 
+use crate::commands::SummarizerArgs;
 use crate::error::CliError;
 
 /// Flags of `cascade proxy`; each overrides the config file's value.
 #[derive(Debug, clap::Args)]
-pub struct ProxyArgs {
+pub(crate) struct ProxyArgs {
     /// Base URL of the upstream (`http://127.0.0.1:8080`, `https://api.openai.com`).
     #[arg(long, value_name = "URL")]
-    pub upstream: Option<String>,
+    pub(crate) upstream: Option<String>,
     /// Address to listen on.
     #[arg(long, value_name = "ADDR")]
-    pub listen: Option<SocketAddr>,
+    pub(crate) listen: Option<SocketAddr>,
     /// Context window for every model (else: config, upstream discovery, catalog).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
-    pub window: Option<u64>,
+    pub(crate) window: Option<u64>,
     /// TOML config file (upstream, windows per model, tools, summarizer, limits).
     #[arg(long, value_name = "FILE")]
-    pub config: Option<PathBuf>,
+    pub(crate) config: Option<PathBuf>,
     /// SQLite file for the summary cache, calibration, memory and sticky prefixes.
     #[arg(long, value_name = "PATH")]
-    pub db: Option<PathBuf>,
-    /// `offline` or the base URL of a summarizer endpoint (key: CASCADE_SUMMARIZER_API_KEY).
-    #[arg(long, value_name = "offline|URL")]
-    pub summarizer: Option<String>,
-    /// The model the summarizer endpoint is asked for.
-    #[arg(long, value_name = "NAME")]
-    pub summarizer_model: Option<String>,
+    pub(crate) db: Option<PathBuf>,
+    /// Overrides the config file's `summarizer`, `summarizer_model`, `summarizer_protocol`.
+    #[command(flatten)]
+    pub(crate) summarizer: SummarizerArgs,
 }
 
 /// Builds the configuration and serves until Ctrl-C.
-pub fn run(args: &ProxyArgs) -> Result<(), CliError> {
+pub(crate) fn run(args: &ProxyArgs) -> Result<(), CliError> {
     let config = configure(args)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-        .map_err(|e| CliError::Runtime(e.to_string()))?;
+        .map_err(CliError::Runtime)?;
     runtime.block_on(async move {
         let listener = tokio::net::TcpListener::bind(config.listen)
             .await
@@ -55,7 +53,7 @@ pub fn run(args: &ProxyArgs) -> Result<(), CliError> {
         }
         cascade_proxy::serve(config, listener)
             .await
-            .map_err(|e| CliError::Runtime(e.to_string()))
+            .map_err(CliError::from)
     })
 }
 
@@ -82,8 +80,8 @@ fn configure(args: &ProxyArgs) -> Result<ProxyConfig, CliError> {
     if let Some(db) = &args.db {
         config.db_path = db.clone();
     }
-    if let Some(summarizer) = &args.summarizer {
-        config.summarizer = SummarizerChoice::parse(summarizer, args.summarizer_model.clone());
+    if let Some(summarizer) = args.summarizer.spec() {
+        config.summarizer = summarizer;
     }
     Ok(config)
 }

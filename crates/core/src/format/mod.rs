@@ -9,6 +9,7 @@
 
 mod anthropic;
 mod merge;
+pub mod message_facts;
 mod openai;
 mod ordered;
 

@@ -49,8 +49,8 @@ impl Default for SummarizerPolicy {
 }
 
 /// A [`Summarizer`] that asks a model for the nine-section summary. Safe to call
-/// concurrently (chunk summaries); the breaker is shared by all calls and clones. Works under
-/// any executor: outside a Tokio runtime the calls run on a background one.
+/// concurrently (chunk summaries); the breaker is shared by all calls and clones. Runs on its
+/// client's [`crate::Executor`].
 #[derive(Debug, Clone)]
 pub struct LlmSummarizer {
     inner: Arc<Inner>,
@@ -227,14 +227,13 @@ impl Summarizer for LlmSummarizer {
         request: &'a SummaryRequest,
     ) -> BoxFuture<'a, Result<String, SummaryError>> {
         Box::pin(async move {
-            if crate::runtime::in_tokio() {
-                return self.inner.summarize(request).await;
-            }
             let inner = self.inner.clone();
             let request = request.clone();
-            crate::runtime::run_outside_tokio(async move { inner.summarize(&request).await })
+            self.inner
+                .client
+                .run(async move { inner.summarize(&request).await })
                 .await
-                .unwrap_or_else(|e| Err(SummaryError::Failed(e)))
+                .unwrap_or_else(|e| Err(SummaryError::Failed(e.to_string())))
         })
     }
 }
@@ -243,6 +242,8 @@ impl Summarizer for LlmSummarizer {
 fn is_transient(error: &LlmError) -> bool {
     match error {
         LlmError::Transport(_) | LlmError::Timeout => true,
+        // Our own failure: the same request would fail the same way.
+        LlmError::Local(_) => false,
         LlmError::Status { status, .. } => *status == 429 || *status >= 500,
     }
 }
@@ -297,25 +298,6 @@ fn canonical_sections(text: &str) -> Option<String> {
 /// The environment variable that holds the API key of a summarizer endpoint (the CLI's
 /// `--summarizer URL` and the proxy's `summarizer = "URL"`).
 pub const SUMMARIZER_KEY_ENV: &str = "CASCADE_SUMMARIZER_API_KEY";
-
-impl LlmSummarizer {
-    /// The summarizer behind `--summarizer URL`: an endpoint speaking `provider`'s protocol,
-    /// asked for `model` when given, with the key from [`SUMMARIZER_KEY_ENV`] when set.
-    pub fn for_endpoint(
-        provider: crate::Provider,
-        url: &str,
-        model: Option<&str>,
-    ) -> Result<Self, crate::ClientError> {
-        let mut config = crate::ClientConfig::new(provider, url);
-        if let Some(model) = model {
-            config = config.model(model);
-        }
-        if let Ok(key) = std::env::var(SUMMARIZER_KEY_ENV) {
-            config = config.api_key(key);
-        }
-        Ok(LlmSummarizer::new(ChatClient::new(config)?))
-    }
-}
 
 #[cfg(test)]
 mod tests {

@@ -1,5 +1,6 @@
 //! Test harness: a scripted upstream and a proxy in front of it, both on 127.0.0.1:0.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, unreachable_pub)] // test code: a failure is a test failure
 #![allow(dead_code)]
 
 pub mod scripted;
@@ -26,8 +27,7 @@ pub struct Harness {
 pub async fn start(script: Script, configure: impl FnOnce(&mut ProxyConfig)) -> Harness {
     let script = Arc::new(script);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let upstream = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(scripted::serve(script.clone(), listener));
+    let upstream = scripted::serve(script.clone(), listener).base;
     let mut config = ProxyConfig::new(upstream.clone());
     config.db_path = IN_MEMORY_DB.into();
     config.discover = false;
@@ -90,6 +90,22 @@ pub async fn metrics_text(h: &Harness) -> String {
         .await
         .unwrap()
         .text()
+        .await
+        .unwrap()
+}
+
+/// The last user message of the test histories.
+pub const LAST: &str = "Now fix the parser and tell me what changed.";
+
+/// POSTs `body` to the proxy with the keys of both providers, as an SDK would.
+pub async fn post(h: &Harness, path: &str, body: &Value) -> reqwest::Response {
+    h.client
+        .post(format!("{}{path}", h.proxy))
+        .header("authorization", "Bearer sk-test-123")
+        .header("x-api-key", "ant-test-456")
+        .header("anthropic-version", "2023-06-01")
+        .json(body)
+        .send()
         .await
         .unwrap()
 }

@@ -6,17 +6,18 @@
 //! It counts a request's prompt as its body bytes divided by `bytes_per_token`, which is
 //! deliberately not the proxy's estimator.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, unreachable_pub)] // test code: a failure is a test failure
+
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use axum::Router;
 use axum::body::{Body, Bytes};
-use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use cascade_test_support::upstream::{self, Answer, Recorded, Upstream};
+use cascade_test_support::{OverflowKind, overflow_body_sized};
 use serde_json::{Value, json};
 
 /// Which overflow body the OpenAI route sends.
@@ -102,20 +103,29 @@ impl Script {
     }
 }
 
-/// The router of the scripted upstream.
-pub fn router(script: Arc<Script>) -> Router {
-    Router::new()
-        .route("/v1/chat/completions", post(chat))
-        .route("/v1/messages", post(messages))
-        .route("/props", get(props))
-        .route("/v1/models", get(models))
-        .with_state(script)
+/// Answers one request the way the script says (the shared loopback server of
+/// cascade-test-support carries it): the chat and messages routes, llama.cpp's `/props` and
+/// the models list; 405 for another method on those paths, 404 elsewhere.
+fn answer(script: Arc<Script>, request: Recorded) -> Answer {
+    Box::pin(async move {
+        let (headers, body) = (request.headers, request.bytes);
+        match (request.method.as_str(), request.path.as_str()) {
+            ("POST", "/v1/chat/completions") => chat(script, headers, body).await,
+            ("POST", "/v1/messages") => messages(script, headers, body).await,
+            ("GET", "/props") => props(script).await,
+            ("GET", "/v1/models") => models(script, headers).await,
+            (_, "/v1/chat/completions" | "/v1/messages" | "/props" | "/v1/models") => {
+                (StatusCode::METHOD_NOT_ALLOWED, "method not allowed").into_response()
+            }
+            _ => upstream::not_found(),
+        }
+    })
 }
 
-/// Serves the scripted upstream on `listener` (forever).
+/// Serves the scripted upstream on `listener` (in the background; returns at once).
 #[allow(dead_code)]
-pub async fn serve(script: Arc<Script>, listener: tokio::net::TcpListener) {
-    let _ = axum::serve(listener, router(script)).await;
+pub fn serve(script: Arc<Script>, listener: tokio::net::TcpListener) -> Upstream {
+    upstream::serve_on(listener, move |_, request| answer(script.clone(), request))
 }
 
 fn record(script: &Script, path: &str, headers: &HeaderMap, body: &Bytes, status: u16) {
@@ -128,17 +138,7 @@ fn record(script: &Script, path: &str, headers: &HeaderMap, body: &Bytes, status
 }
 
 fn json_response(status: u16, body: String, headers: &[(String, String)]) -> Response {
-    let mut response = (StatusCode::from_u16(status).unwrap(), body).into_response();
-    response
-        .headers_mut()
-        .insert("content-type", "application/json".parse().unwrap());
-    for (k, v) in headers {
-        response.headers_mut().insert(
-            axum::http::HeaderName::from_bytes(k.as_bytes()).unwrap(),
-            v.parse().unwrap(),
-        );
-    }
-    response
+    upstream::raw_json(status, body, headers)
 }
 
 /// The last user text of a request (for the reply, so a test can see which request it got).
@@ -185,7 +185,7 @@ fn reply_text(request: &Value) -> String {
     )
 }
 
-async fn chat(State(script): State<Arc<Script>>, headers: HeaderMap, body: Bytes) -> Response {
+async fn chat(script: Arc<Script>, headers: HeaderMap, body: Bytes) -> Response {
     if !script.delay.is_zero() {
         tokio::time::sleep(script.delay).await;
     }
@@ -205,17 +205,12 @@ async fn chat(State(script): State<Arc<Script>>, headers: HeaderMap, body: Bytes
     let tokens = script.tokens(&body);
     if tokens > script.limit {
         record(&script, "/v1/chat/completions", &headers, &body, 400);
-        let limit = script.limit;
-        let error = match script.flavor {
-            OpenAiFlavor::OpenAi => json!({"error": {
-                "message": format!("This model's maximum context length is {limit} tokens. However, your messages resulted in {tokens} tokens. Please reduce the length of the messages."),
-                "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}}),
-            OpenAiFlavor::LlamaCpp => json!({"error": {
-                "code": 400,
-                "message": format!("the request exceeds the available context size ({tokens} tokens > {limit}), try increasing it"),
-                "type": "exceed_context_size_error", "n_prompt_tokens": tokens, "n_ctx": limit}}),
+        let kind = match script.flavor {
+            OpenAiFlavor::OpenAi => OverflowKind::OpenAi,
+            OpenAiFlavor::LlamaCpp => OverflowKind::LlamaCpp,
         };
-        return json_response(400, error.to_string(), &[]);
+        let (status, error) = overflow_body_sized(kind, script.limit, tokens);
+        return json_response(status, error, &[]);
     }
     record(&script, "/v1/chat/completions", &headers, &body, 200);
     let text = reply_text(&request);
@@ -261,7 +256,7 @@ async fn chat(State(script): State<Arc<Script>>, headers: HeaderMap, body: Bytes
     )
 }
 
-async fn messages(State(script): State<Arc<Script>>, headers: HeaderMap, body: Bytes) -> Response {
+async fn messages(script: Arc<Script>, headers: HeaderMap, body: Bytes) -> Response {
     if !script.delay.is_zero() {
         tokio::time::sleep(script.delay).await;
     }
@@ -277,9 +272,8 @@ async fn messages(State(script): State<Arc<Script>>, headers: HeaderMap, body: B
     let tokens = script.tokens(&body);
     if tokens > script.limit {
         record(&script, "/v1/messages", &headers, &body, 400);
-        let error = json!({"type": "error", "error": {"type": "invalid_request_error",
-            "message": format!("prompt is too long: {tokens} tokens > {} maximum", script.limit)}});
-        return json_response(400, error.to_string(), &[]);
+        let (status, error) = overflow_body_sized(OverflowKind::Anthropic, script.limit, tokens);
+        return json_response(status, error, &[]);
     }
     record(&script, "/v1/messages", &headers, &body, 200);
     let text = reply_text(&request);
@@ -330,16 +324,7 @@ async fn messages(State(script): State<Arc<Script>>, headers: HeaderMap, body: B
 }
 
 fn sse_response(events: Vec<String>) -> Response {
-    let stream = futures::stream::iter(
-        events
-            .into_iter()
-            .map(|e| Ok::<_, std::io::Error>(Bytes::from(e))),
-    );
-    let mut response = Response::new(Body::from_stream(stream));
-    response
-        .headers_mut()
-        .insert("content-type", "text/event-stream".parse().unwrap());
-    response
+    upstream::sse(events, Duration::ZERO)
 }
 
 /// Sets the script's flag when dropped (the stream it lives in was abandoned).
@@ -361,14 +346,10 @@ fn endless(script: Arc<Script>) -> Response {
         );
         Some((Ok::<_, std::io::Error>(Bytes::from(event)), (flag, n + 1)))
     });
-    let mut response = Response::new(Body::from_stream(stream));
-    response
-        .headers_mut()
-        .insert("content-type", "text/event-stream".parse().unwrap());
-    response
+    upstream::sse_body(Body::from_stream(stream))
 }
 
-async fn props(State(script): State<Arc<Script>>) -> Response {
+async fn props(script: Arc<Script>) -> Response {
     match script.n_ctx {
         Some(n) => json_response(
             200,
@@ -379,7 +360,7 @@ async fn props(State(script): State<Arc<Script>>) -> Response {
     }
 }
 
-async fn models(State(script): State<Arc<Script>>, headers: HeaderMap) -> Response {
+async fn models(script: Arc<Script>, headers: HeaderMap) -> Response {
     record(&script, "/v1/models", &headers, &Bytes::new(), 200);
     json_response(
         200,
