@@ -8,6 +8,7 @@
 mod anthropic;
 mod openai;
 mod ordered;
+mod responses;
 
 use serde_json::Value;
 
@@ -51,6 +52,7 @@ pub fn parse_value(value: Value, format: Option<Format>) -> Result<Conversation,
         (Format::Anthropic, Value::Object(body)) => anthropic::read(body)?,
         (Format::OpenAi, Value::Object(body)) => openai::read_body(body)?,
         (Format::Bare, Value::Array(items)) => openai::read_bare(items)?,
+        (Format::Responses, Value::Object(body)) => responses::read(body)?,
         (Format::Bare, _) => {
             return Err(ParseError::new("$", "expected a JSON array of messages"));
         }
@@ -91,7 +93,8 @@ pub fn to_value(conversation: &Conversation, options: WriteOptions) -> Result<Va
 
 /// Decides the format of a parsed body.
 ///
-/// An array is a bare message list. An object with `messages` is Anthropic when it has a
+/// An array is a bare message list. An object with `input` (a string or an array) and no
+/// `messages` is an OpenAI Responses body. An object with `messages` is Anthropic when it has a
 /// top-level `system`, or a message uses Anthropic-only block types (`tool_use`,
 /// `tool_result`, `thinking`, an `image` with a `source`, ...); otherwise OpenAI, which is
 /// also the right reading of plain text-only messages in either format.
@@ -109,6 +112,11 @@ pub fn detect(value: &Value) -> Result<Format, ParseError> {
             ));
         }
     };
+    if !body.contains_key("messages")
+        && matches!(body.get("input"), Some(Value::String(_) | Value::Array(_)))
+    {
+        return Ok(Format::Responses);
+    }
     let Some(messages) = body.get("messages") else {
         return Err(ParseError::new(
             "$",
