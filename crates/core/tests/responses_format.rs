@@ -50,14 +50,14 @@ fn codex_items_map_onto_messages_and_pairs() {
     assert_eq!(
         roles,
         [
-            System, Developer, User, User, Assistant, Tool, Assistant, Tool, Assistant, Tool,
+            System, Developer, User, Assistant, Tool, Assistant, Tool, Assistant, Tool,
             Assistant, Tool, Assistant, Tool, Assistant, User
         ]
     );
     // The instructions, first, counted like any system prompt.
     assert!(c.messages[0].text_content().starts_with("You are Codex"));
     // Reasoning, the assistant's words and the apply_patch call of one turn: one message.
-    let turn = &c.messages[8];
+    let turn = &c.messages[7];
     let kinds: Vec<&str> = turn
         .blocks()
         .iter()
@@ -69,7 +69,7 @@ fn codex_items_map_onto_messages_and_pairs() {
         })
         .collect();
     assert_eq!(kinds, ["thinking", "text", "call"]);
-    let calls: Vec<(&str, &str)> = c.messages[8..]
+    let calls: Vec<(&str, &str)> = c.messages[7..]
         .iter()
         .flat_map(|m| m.tool_calls())
         .map(|c| (c.name.as_str(), c.id.as_str()))
@@ -93,7 +93,11 @@ fn codex_items_map_onto_messages_and_pairs() {
         names,
         ["shell", "shell", "apply_patch", "local_shell", "update_plan"]
     );
+    // Codex's context, AGENTS.md and task items are one user turn: the first user message,
+    // which the cascade always keeps, holds the task.
     assert_eq!(c.first_user_index(), Some(2));
+    assert!(c.messages[2].text_content().starts_with("# AGENTS.md"));
+    assert!(c.messages[2].text_content().ends_with("Find out why and fix it."));
     assert!(!c.holds_history_upstream());
 }
 

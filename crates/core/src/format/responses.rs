@@ -75,29 +75,60 @@ pub(super) fn read(mut body: Map<String, Value>) -> Result<Conversation, ParseEr
     })
 }
 
-/// Consecutive model-side items being gathered into one assistant message.
-#[derive(Default)]
+/// Consecutive items being gathered into one message: model-side items into one assistant
+/// message, or consecutive user `message` items (Codex sends its context, the AGENTS.md
+/// text and the task as separate items of one turn) into one user message.
 struct Group {
+    role: Role,
     blocks: Vec<Block>,
     layout: Vec<Value>,
     pinned: bool,
 }
 
 impl Group {
+    fn new(role: Role) -> Self {
+        Group {
+            role,
+            blocks: Vec::new(),
+            layout: Vec::new(),
+            pinned: false,
+        }
+    }
+
+    /// Makes the group one of `role`, writing out what it held when that changes it.
+    fn become_role(&mut self, role: Role, out: &mut Vec<Message>) {
+        if self.role != role {
+            self.flush(out);
+            self.role = role;
+        }
+    }
+
     fn push_one(&mut self, block: Block, pinned: bool) {
         self.blocks.push(block);
         self.layout.push(Value::Null);
         self.pinned |= pinned;
     }
 
+    fn push_message(&mut self, item: Map<String, Value>, blocks: Vec<Block>, shape: Shape) {
+        let mut entry = Map::new();
+        entry.insert("item".into(), Value::Object(item));
+        entry.insert("shape".into(), Value::from(shape_name(shape)));
+        entry.insert("parts".into(), Value::from(blocks.len()));
+        self.blocks.extend(blocks);
+        self.layout.push(Value::Object(entry));
+    }
+
     fn flush(&mut self, out: &mut Vec<Message>) {
-        if self.blocks.is_empty() {
+        if self.blocks.is_empty() && self.layout.is_empty() {
             return;
         }
-        let mut group = std::mem::take(self);
-        let plain = match group.layout.as_mut_slice() {
-            // One message item of plain parts: a message like any other, no layout needed.
-            [Value::Object(entry)] if group.blocks.iter().all(is_plain_part) => {
+        let role = self.role;
+        let mut group = std::mem::replace(self, Group::new(role));
+        // One message item whose parts the writer cannot mistake for items of their own:
+        // a message like any other, no layout needed.
+        let plain = role == Role::User || group.blocks.iter().all(is_plain_part);
+        let single = match group.layout.as_mut_slice() {
+            [Value::Object(entry)] if plain => {
                 let shape = entry.get("shape").and_then(Value::as_str).map(shape_of);
                 match (entry.get_mut("item").map(Value::take), shape) {
                     (Some(Value::Object(item)), Some(shape)) => Some((item, shape)),
@@ -106,12 +137,12 @@ impl Group {
             }
             _ => None,
         };
-        let mut message = match plain {
-            Some((item, shape)) => Message::new(Role::Assistant, group.blocks, shape, item),
+        let mut message = match single {
+            Some((item, shape)) => Message::new(role, group.blocks, shape, item),
             None => {
                 let mut fields = Map::new();
                 fields.insert(LAYOUT.into(), Value::Array(group.layout));
-                Message::new(Role::Assistant, group.blocks, Shape::Parts, fields)
+                Message::new(role, group.blocks, Shape::Parts, fields)
             }
         };
         if group.pinned {
@@ -127,12 +158,11 @@ fn is_plain_part(block: &Block) -> bool {
 
 fn read_items(items: Vec<Value>, out: &mut Vec<Message>) -> Result<(), ParseError> {
     out.reserve(items.len());
-    let mut group = Group::default();
+    let mut group = Group::new(Role::Assistant);
     for (index, item) in items.into_iter().enumerate() {
-        let path = format!("$.input[{index}]");
         let Value::Object(fields) = item else {
             return Err(ParseError::new(
-                path,
+                format!("$.input[{index}]"),
                 format!("expected an input item object, found {}", kind_of(&item)),
             ));
         };
@@ -142,16 +172,15 @@ fn read_items(items: Vec<Value>, out: &mut Vec<Message>) -> Result<(), ParseErro
                 group.flush(out);
                 out.push(message);
             }
-            Item::Message(item, blocks, shape) => {
-                let mut entry = Map::new();
-                entry.insert("item".into(), Value::Object(item));
-                entry.insert("shape".into(), Value::from(shape_name(shape)));
-                entry.insert("parts".into(), Value::from(blocks.len()));
-                group.blocks.extend(blocks);
-                group.layout.push(Value::Object(entry));
+            Item::Message(role, item, blocks, shape) => {
+                group.become_role(role, out);
                 group.pinned |= pinned;
+                group.push_message(item, blocks, shape);
             }
-            Item::Block(block) => group.push_one(block, pinned),
+            Item::Block(block) => {
+                group.become_role(Role::Assistant, out);
+                group.push_one(block, pinned);
+            }
         }
     }
     group.flush(out);
@@ -160,10 +189,11 @@ fn read_items(items: Vec<Value>, out: &mut Vec<Message>) -> Result<(), ParseErro
 
 /// What one input item reads as.
 enum Item {
-    /// A message of its own: user, system or developer input, or a tool output.
+    /// A message of its own: system or developer input, or a tool output.
     Turn(Message),
-    /// An assistant `message` item: its keys (content taken), its parts, their shape.
-    Message(Map<String, Value>, Vec<Block>, Shape),
+    /// A user or assistant `message` item: its role, its keys (content taken), its parts,
+    /// their shape.
+    Message(Role, Map<String, Value>, Vec<Block>, Shape),
     /// A model-side item held by one block (reasoning, a call, anything opaque).
     Block(Block),
 }
@@ -289,8 +319,8 @@ fn read_message(mut fields: Map<String, Value>) -> Item {
             }
         },
     };
-    if role == Role::Assistant {
-        Item::Message(fields, blocks, shape)
+    if matches!(role, Role::User | Role::Assistant) {
+        Item::Message(role, fields, blocks, shape)
     } else {
         Item::Turn(Message::new(role, blocks, shape, fields))
     }

@@ -139,6 +139,8 @@ fn items_of<'a>(message: &'a Message, out: &mut Vec<Item<'a>>) {
         if !by_layout(message, out) {
             by_runs(message, out);
         }
+    } else if role == Role::User && by_layout(message, out) {
+        // Consecutive user items, each written back as it came.
     } else {
         // User, system, developer: the content parts as one message, then any calls or
         // results a strategy put there as items of their own.
@@ -158,7 +160,7 @@ fn items_of<'a>(message: &'a Message, out: &mut Vec<Item<'a>>) {
     }
 }
 
-/// Writes an assistant message by its layout; `false` when it has none or the blocks no
+/// Writes a message of several items (assistant, or user) by its layout; `false` when it has none or the blocks no
 /// longer match it (nothing is written then).
 fn by_layout<'a>(message: &'a Message, out: &mut Vec<Item<'a>>) -> bool {
     let Some(Value::Array(entries)) = message.fields().get(LAYOUT) else {
@@ -168,7 +170,8 @@ fn by_layout<'a>(message: &'a Message, out: &mut Vec<Item<'a>>) -> bool {
     let mut items = Vec::with_capacity(entries.len());
     let mut at = 0;
     for entry in entries {
-        let Some((item, used)) = blocks.get(at..).and_then(|rest| layout_item(entry, rest))
+        let rest = blocks.get(at..);
+        let Some((item, used)) = rest.and_then(|rest| layout_item(message.role(), entry, rest))
         else {
             return false;
         };
@@ -184,7 +187,11 @@ fn by_layout<'a>(message: &'a Message, out: &mut Vec<Item<'a>>) -> bool {
 
 /// The item a layout entry stands for, read from the blocks it starts at, and how many
 /// blocks it takes.
-fn layout_item<'a>(entry: &'a Value, blocks: &'a [Block]) -> Option<(Item<'a>, usize)> {
+fn layout_item<'a>(
+    role: Role,
+    entry: &'a Value,
+    blocks: &'a [Block],
+) -> Option<(Item<'a>, usize)> {
     match entry {
         Value::Null => blocks
             .first()
@@ -199,7 +206,7 @@ fn layout_item<'a>(entry: &'a Value, blocks: &'a [Block]) -> Option<(Item<'a>, u
                 .all(|b| is_plain_part(b) || matches!(b, Block::Other(_)))
                 .then(|| {
                     let parts = run.iter().collect();
-                    (Item::Message(Role::Assistant, Some(item), parts, shape), count)
+                    (Item::Message(role, Some(item), parts, shape), count)
                 })
         }
         _ => None,

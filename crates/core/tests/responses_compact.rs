@@ -1,0 +1,157 @@
+//! The cascade on Responses bodies: a long Codex-like session compacted at small windows
+//! comes out as a valid Responses body — every call with its one output after it, every
+//! reasoning item byte-identical and still right before the item it preceded, the
+//! instructions, the opening messages and the last item kept — that fits, and that a second
+//! compaction leaves as it is.
+
+mod responses_common;
+
+use std::collections::{HashMap, HashSet};
+
+use context_cascade::format::{self, WriteOptions};
+use context_cascade::{Budget, CascadeConfig, ContextManager, Format, Report};
+use responses_common::generated_session;
+use serde_json::Value;
+
+fn input(body: &Value) -> &Vec<Value> {
+    body["input"].as_array().expect("input items")
+}
+
+/// The id that ties an item to its pair, and whether it is the call (or the output).
+fn pair_key(item: &Value) -> Option<(String, bool)> {
+    let kind = item["type"].as_str()?;
+    if kind.ends_with("_call_output") {
+        let id = item.get("call_id").or_else(|| item.get("id"))?;
+        Some((id.as_str()?.to_owned(), false))
+    } else if kind.ends_with("_call") {
+        Some((item["call_id"].as_str()?.to_owned(), true))
+    } else {
+        None
+    }
+}
+
+fn check_pairs(items: &[Value]) -> Result<(), String> {
+    let mut open: HashSet<String> = HashSet::new();
+    let mut seen: HashSet<String> = HashSet::new();
+    for (i, item) in items.iter().enumerate() {
+        match pair_key(item) {
+            Some((id, true)) => {
+                if !seen.insert(id.clone()) {
+                    return Err(format!("item {i}: call {id} twice"));
+                }
+                open.insert(id);
+            }
+            Some((id, false)) => {
+                if !open.remove(&id) {
+                    return Err(format!("item {i}: output {id} without its call before it"));
+                }
+            }
+            None => {}
+        }
+    }
+    match open.into_iter().next() {
+        Some(id) => Err(format!("call {id} has no output")),
+        None => Ok(()),
+    }
+}
+
+/// Every reasoning item of `out` is one of `original`'s, byte for byte, and the item after
+/// it is the one that followed it there.
+fn check_reasoning(original: &[Value], out: &[Value]) -> Result<usize, String> {
+    let next_of: HashMap<String, &Value> = original
+        .windows(2)
+        .filter(|w| w[0]["type"] == "reasoning")
+        .map(|w| (w[0].to_string(), &w[1]))
+        .collect();
+    let mut count = 0;
+    for (i, item) in out.iter().enumerate() {
+        if item["type"] != "reasoning" {
+            continue;
+        }
+        let Some(expected) = next_of.get(&item.to_string()) else {
+            return Err(format!("item {i}: reasoning not in the original"));
+        };
+        if out.get(i + 1) != Some(*expected) {
+            return Err(format!("item {i}: reasoning separated from what it preceded"));
+        }
+        count += 1;
+    }
+    Ok(count)
+}
+
+fn compact(manager: &ContextManager, body: &[u8], budget: Budget) -> (Vec<u8>, Report, u64) {
+    let mut conversation = format::parse(body, None).unwrap();
+    assert_eq!(conversation.format, Format::Responses);
+    let report = pollster::block_on(manager.compact_with_summary(&mut conversation, budget));
+    let estimate = manager.estimate(&conversation);
+    let options = WriteOptions {
+        strip_pins: true,
+        pretty: false,
+    };
+    (format::to_vec(&conversation, options).unwrap(), report, estimate)
+}
+
+#[test]
+fn a_long_codex_session_compacts_into_a_valid_body_that_fits() {
+    let manager = ContextManager::new(CascadeConfig::default());
+    let original = generated_session(60, 3_000, 7);
+    let bytes = serde_json::to_vec(&original).unwrap();
+    let full = manager.estimate(&format::parse(&bytes, None).unwrap());
+    let items = input(&original);
+    check_pairs(items).unwrap();
+    for window in [6_000, 12_000, 24_000] {
+        assert!(full > 2 * window, "the session must be well over {window}");
+        let budget = Budget::new(window, 0);
+        let (out_bytes, report, estimate) = compact(&manager, &bytes, budget);
+        let out: Value = serde_json::from_slice(&out_bytes).unwrap();
+        let out_items = input(&out);
+        assert!(report.fits, "{window}: {report:?}");
+        eprintln!("{window}: {} items {} -> {}", report.summary_line(), items.len(), out_items.len());
+        assert!(estimate <= budget.effective(), "{window}: {estimate}");
+        assert_ne!(out_bytes, bytes, "{window}: nothing compacted");
+        check_pairs(out_items).unwrap_or_else(|e| panic!("{window}: {e}"));
+        let reasoning = check_reasoning(items, out_items).unwrap_or_else(|e| panic!("{window}: {e}"));
+        assert!(reasoning > 0, "{window}: the recent turns keep their reasoning");
+        assert_eq!(out["instructions"], original["instructions"], "{window}");
+        assert_eq!(out_items[..3], items[..3], "{window}: the opening messages");
+        assert_eq!(out_items.last(), items.last(), "{window}: the last item");
+        for key in ["tools", "include", "reasoning", "prompt_cache_key", "store"] {
+            assert_eq!(out[key], original[key], "{window}: {key}");
+        }
+        // The same body again, with the same budget: nothing changes.
+        let (again, _, _) = compact(&manager, &out_bytes, budget);
+        assert_eq!(
+            String::from_utf8(again).unwrap(),
+            String::from_utf8(out_bytes).unwrap(),
+            "{window}: a second compaction changed the body"
+        );
+    }
+}
+
+#[test]
+fn the_output_reserve_comes_from_max_output_tokens() {
+    let manager = ContextManager::new(CascadeConfig::default());
+    let mut original = generated_session(30, 2_000, 11);
+    original["max_output_tokens"] = Value::from(4_000);
+    let bytes = serde_json::to_vec(&original).unwrap();
+    let conversation = format::parse(&bytes, None).unwrap();
+    let reserve = conversation.output_reserve();
+    assert_eq!(reserve, 4_000);
+    let budget = Budget::new(14_000, reserve);
+    let (out_bytes, report, estimate) = compact(&manager, &bytes, budget);
+    assert!(report.fits);
+    assert!(estimate <= 10_000);
+    let out: Value = serde_json::from_slice(&out_bytes).unwrap();
+    check_pairs(input(&out)).unwrap();
+    assert_eq!(out["max_output_tokens"], 4_000);
+}
+
+#[test]
+fn a_session_under_the_window_comes_out_unchanged() {
+    let manager = ContextManager::new(CascadeConfig::default());
+    let original = generated_session(5, 500, 3);
+    let bytes = serde_json::to_vec(&original).unwrap();
+    let (out, report, _) = compact(&manager, &bytes, Budget::new(200_000, 0));
+    assert!(report.steps.is_empty());
+    assert_eq!(out, bytes);
+}
