@@ -9,7 +9,7 @@ mod responses_common;
 use std::collections::{HashMap, HashSet};
 
 use context_cascade::format::{self, WriteOptions};
-use context_cascade::{Budget, CascadeConfig, ContextManager, Format, Report};
+use context_cascade::{Budget, CascadeConfig, ContextManager, Format, Report, Strategy};
 use responses_common::generated_session;
 use serde_json::Value;
 
@@ -41,12 +41,10 @@ fn check_pairs(items: &[Value]) -> Result<(), String> {
                 }
                 open.insert(id);
             }
-            Some((id, false)) => {
-                if !open.remove(&id) {
-                    return Err(format!("item {i}: output {id} without its call before it"));
-                }
+            Some((id, false)) if !open.remove(&id) => {
+                return Err(format!("item {i}: output {id} without its call before it"));
             }
-            None => {}
+            _ => {}
         }
     }
     match open.into_iter().next() {
@@ -72,7 +70,9 @@ fn check_reasoning(original: &[Value], out: &[Value]) -> Result<usize, String> {
             return Err(format!("item {i}: reasoning not in the original"));
         };
         if out.get(i + 1) != Some(*expected) {
-            return Err(format!("item {i}: reasoning separated from what it preceded"));
+            return Err(format!(
+                "item {i}: reasoning separated from what it preceded"
+            ));
         }
         count += 1;
     }
@@ -88,7 +88,11 @@ fn compact(manager: &ContextManager, body: &[u8], budget: Budget) -> (Vec<u8>, R
         strip_pins: true,
         pretty: false,
     };
-    (format::to_vec(&conversation, options).unwrap(), report, estimate)
+    (
+        format::to_vec(&conversation, options).unwrap(),
+        report,
+        estimate,
+    )
 }
 
 #[test]
@@ -99,19 +103,22 @@ fn a_long_codex_session_compacts_into_a_valid_body_that_fits() {
     let full = manager.estimate(&format::parse(&bytes, None).unwrap());
     let items = input(&original);
     check_pairs(items).unwrap();
-    for window in [6_000, 12_000, 24_000] {
+    for window in [2_500, 4_000, 6_000, 12_000, 24_000] {
         assert!(full > 2 * window, "the session must be well over {window}");
         let budget = Budget::new(window, 0);
         let (out_bytes, report, estimate) = compact(&manager, &bytes, budget);
         let out: Value = serde_json::from_slice(&out_bytes).unwrap();
         let out_items = input(&out);
         assert!(report.fits, "{window}: {report:?}");
-        eprintln!("{window}: {} items {} -> {}", report.summary_line(), items.len(), out_items.len());
         assert!(estimate <= budget.effective(), "{window}: {estimate}");
         assert_ne!(out_bytes, bytes, "{window}: nothing compacted");
         check_pairs(out_items).unwrap_or_else(|e| panic!("{window}: {e}"));
-        let reasoning = check_reasoning(items, out_items).unwrap_or_else(|e| panic!("{window}: {e}"));
-        assert!(reasoning > 0, "{window}: the recent turns keep their reasoning");
+        let reasoning =
+            check_reasoning(items, out_items).unwrap_or_else(|e| panic!("{window}: {e}"));
+        assert!(
+            reasoning > 0,
+            "{window}: the recent turns keep their reasoning"
+        );
         assert_eq!(out["instructions"], original["instructions"], "{window}");
         assert_eq!(out_items[..3], items[..3], "{window}: the opening messages");
         assert_eq!(out_items.last(), items.last(), "{window}: the last item");
@@ -154,4 +161,56 @@ fn a_session_under_the_window_comes_out_unchanged() {
     let (out, report, _) = compact(&manager, &bytes, Budget::new(200_000, 0));
     assert!(report.steps.is_empty());
     assert_eq!(out, bytes);
+}
+
+#[test]
+fn every_recovery_attempt_leaves_a_valid_body() {
+    let manager = ContextManager::new(CascadeConfig::default());
+    let original = generated_session(40, 3_000, 5);
+    let items = input(&original);
+    let conversation = format::parse_value(original.clone(), None).unwrap();
+    let budget = Budget::new(8_000, 0);
+    for attempt in 1..=4 {
+        let mut c = conversation.clone();
+        let mut report = Report {
+            format: "responses",
+            window: budget.window,
+            reserve: 0,
+            tokens_before: 0,
+            tokens_after: 0,
+            messages_before: 0,
+            messages_after: 0,
+            steps: Vec::new(),
+            fits: false,
+            degraded: false,
+            calls: 0,
+            overflows: 0,
+            token_scale: 1.0,
+            reason: None,
+        };
+        pollster::block_on(manager.recover(&mut c, budget, attempt, &mut report));
+        assert!(!report.steps.is_empty(), "attempt {attempt}: nothing done");
+        let bytes = format::to_vec(&c, WriteOptions::default()).unwrap();
+        let out: Value = serde_json::from_slice(&bytes).unwrap();
+        let reparsed = format::parse(&bytes, None).unwrap();
+        assert_eq!(reparsed.format, Format::Responses);
+        let out_items = input(&out);
+        check_pairs(out_items).unwrap_or_else(|e| panic!("attempt {attempt}: {e}"));
+        check_reasoning(items, out_items).unwrap_or_else(|e| panic!("attempt {attempt}: {e}"));
+        assert_eq!(out["instructions"], original["instructions"]);
+        assert_eq!(out_items[..3], items[..3], "attempt {attempt}");
+        assert_eq!(out_items.last(), items.last(), "attempt {attempt}");
+        // ③ on the first attempt, ④ on the next two, ⑤ last: each writes valid items.
+        let expected = [
+            Strategy::PruneHistory,
+            Strategy::Summarize,
+            Strategy::Summarize,
+            Strategy::Degrade,
+        ][attempt - 1];
+        assert!(
+            report.steps.iter().any(|s| s.strategy == expected),
+            "attempt {attempt}: {:?}",
+            report.steps
+        );
+    }
 }

@@ -5,7 +5,7 @@
 mod responses_common;
 
 use context_cascade::format::{self, WriteOptions};
-use context_cascade::{Block, ContextManager, CascadeConfig, Format, Role};
+use context_cascade::{Block, CascadeConfig, ContextManager, Format, Role};
 use responses_common::{fixture, fixtures, generated_session, round_trip};
 use serde_json::{Value, json};
 
@@ -37,7 +37,10 @@ fn a_body_with_input_and_no_messages_is_detected() {
     }
     // `messages` wins: not a Responses body.
     let chat = json!({"messages": [{"role": "user", "content": "x"}], "input": "y"});
-    assert_eq!(format::parse_value(chat, None).unwrap().format, Format::OpenAi);
+    assert_eq!(
+        format::parse_value(chat, None).unwrap().format,
+        Format::OpenAi
+    );
     let forced = format::parse_value(json!({"input": 3}), Some(Format::Responses));
     assert_eq!(forced.unwrap_err().path, "$.input");
 }
@@ -50,8 +53,8 @@ fn codex_items_map_onto_messages_and_pairs() {
     assert_eq!(
         roles,
         [
-            System, Developer, User, Assistant, Tool, Assistant, Tool, Assistant, Tool,
-            Assistant, Tool, Assistant, Tool, Assistant, User
+            System, Developer, User, Assistant, Tool, Assistant, Tool, Assistant, Tool, Assistant,
+            Tool, Assistant, Tool, Assistant, User
         ]
     );
     // The instructions, first, counted like any system prompt.
@@ -91,13 +94,23 @@ fn codex_items_map_onto_messages_and_pairs() {
         .collect();
     assert_eq!(
         names,
-        ["shell", "shell", "apply_patch", "local_shell", "update_plan"]
+        [
+            "shell",
+            "shell",
+            "apply_patch",
+            "local_shell",
+            "update_plan"
+        ]
     );
     // Codex's context, AGENTS.md and task items are one user turn: the first user message,
     // which the cascade always keeps, holds the task.
     assert_eq!(c.first_user_index(), Some(2));
     assert!(c.messages[2].text_content().starts_with("# AGENTS.md"));
-    assert!(c.messages[2].text_content().ends_with("Find out why and fix it."));
+    assert!(
+        c.messages[2]
+            .text_content()
+            .ends_with("Find out why and fix it.")
+    );
     assert!(!c.holds_history_upstream());
 }
 
@@ -127,7 +140,11 @@ fn built_in_and_unknown_items_stay_opaque_in_place() {
         assert!(opaque.iter().any(|k| k == kind), "{kind} not opaque");
     }
     // The computer call and its screenshot are a pair like any function call.
-    let computer = c.messages.iter().flat_map(|m| m.tool_calls()).find(|c| c.name == "computer");
+    let computer = c
+        .messages
+        .iter()
+        .flat_map(|m| m.tool_calls())
+        .find(|c| c.name == "computer");
     assert_eq!(computer.unwrap().id, "call_C0mpU");
     let pinned: Vec<String> = c
         .messages
@@ -143,7 +160,10 @@ fn built_in_and_unknown_items_stay_opaque_in_place() {
     };
     let sent = format::to_value(&c, options).unwrap();
     let mut expected = body;
-    expected["input"][12].as_object_mut().unwrap().remove("_pin");
+    expected["input"][12]
+        .as_object_mut()
+        .unwrap()
+        .remove("_pin");
     assert_eq!(sent, expected);
 }
 
@@ -175,7 +195,11 @@ fn previous_response_id_marks_history_held_upstream() {
     assert_eq!(c.messages.len(), 1);
     assert_eq!(c.messages[0].role(), Role::Tool);
     let conversation = json!({"input": "x", "conversation": "conv_1"});
-    assert!(format::parse_value(conversation, None).unwrap().holds_history_upstream());
+    assert!(
+        format::parse_value(conversation, None)
+            .unwrap()
+            .holds_history_upstream()
+    );
 }
 
 #[test]

@@ -4,7 +4,9 @@
 //! - `instructions` (a string) becomes a leading system message, marked so that the writer
 //!   puts it back into the envelope: never removed, always counted.
 //! - `input` as a string is one user message; as an item list, each `message` item of role
-//!   user, system or developer is one message.
+//!   system or developer is one message, and consecutive user items of `"type": "message"`
+//!   are one (Codex sends its context, AGENTS.md and the task as separate items of one turn:
+//!   the first user message, which the cascade always keeps, then holds the task).
 //! - A call item (`function_call`, `custom_tool_call`, `local_shell_call`, `computer_call`,
 //!   any `*_call` with a `call_id`) is a tool call keyed by its `call_id`; its output item
 //!   (`<type>_output` with the same `call_id`; `id` for `local_shell_call_output`) is a
@@ -76,10 +78,14 @@ pub(super) fn read(mut body: Map<String, Value>) -> Result<Conversation, ParseEr
 }
 
 /// Consecutive items being gathered into one message: model-side items into one assistant
-/// message, or consecutive user `message` items (Codex sends its context, the AGENTS.md
-/// text and the task as separate items of one turn) into one user message.
+/// message, or consecutive user items of `"type": "message"` (Codex sends its context, the
+/// AGENTS.md text and the task as separate items of one turn) into one user message.
 struct Group {
     role: Role,
+    /// Every item so far says `"type": "message"`: only then may a user item join. The
+    /// cascade writes its notices and summaries without it, so they stay messages of their
+    /// own when a compacted body is read again.
+    typed: bool,
     blocks: Vec<Block>,
     layout: Vec<Value>,
     pinned: bool,
@@ -89,6 +95,7 @@ impl Group {
     fn new(role: Role) -> Self {
         Group {
             role,
+            typed: false,
             blocks: Vec::new(),
             layout: Vec::new(),
             pinned: false,
@@ -173,7 +180,12 @@ fn read_items(items: Vec<Value>, out: &mut Vec<Message>) -> Result<(), ParseErro
                 out.push(message);
             }
             Item::Message(role, item, blocks, shape) => {
+                let typed = item.get("type").and_then(Value::as_str) == Some("message");
+                if role == Role::User && !(typed && group.typed) {
+                    group.flush(out);
+                }
                 group.become_role(role, out);
+                group.typed = typed;
                 group.pinned |= pinned;
                 group.push_message(item, blocks, shape);
             }
@@ -199,7 +211,10 @@ enum Item {
 }
 
 fn read_item(fields: Map<String, Value>) -> Item {
-    let kind = fields.get("type").and_then(Value::as_str).map(str::to_owned);
+    let kind = fields
+        .get("type")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
     match kind.as_deref() {
         None | Some("message") => read_message(fields),
         Some("reasoning") => Item::Block(Block::Thinking(Opaque {
@@ -275,13 +290,11 @@ fn read_call(kind: &str, mut fields: Map<String, Value>) -> Item {
     if !pairable {
         return opaque(fields);
     }
-    let take_string = |fields: &mut Map<String, Value>, key: &str| match fields
-        .get_mut(key)
-        .map(Value::take)
-    {
-        Some(Value::String(s)) => Some(s),
-        _ => None,
-    };
+    let take_string =
+        |fields: &mut Map<String, Value>, key: &str| match fields.get_mut(key).map(Value::take) {
+            Some(Value::String(s)) => Some(s),
+            _ => None,
+        };
     let id = take_string(&mut fields, "call_id").unwrap_or_default();
     // Built-in calls have no name on the wire: the type stands for it ("local_shell").
     let name = take_string(&mut fields, "name")
@@ -349,7 +362,9 @@ fn read_content(value: Value) -> Result<(Vec<Block>, Shape), Value> {
 fn read_part(mut fields: Map<String, Value>) -> Block {
     let kind = fields.get("type").and_then(Value::as_str).unwrap_or("");
     match kind {
-        "input_text" | "output_text" | "text" if fields.get("text").is_some_and(Value::is_string) => {
+        "input_text" | "output_text" | "text"
+            if fields.get("text").is_some_and(Value::is_string) =>
+        {
             match fields.get_mut("text").map(Value::take) {
                 Some(Value::String(text)) => Block::Text(TextBlock { text, fields }),
                 _ => Block::Other(Opaque {

@@ -28,7 +28,10 @@ pub fn fixtures() -> Vec<(String, Value)> {
         .map(|p| p.file_stem().unwrap().to_string_lossy().into_owned())
         .collect();
     stems.sort();
-    stems.into_iter().map(|s| (s.clone(), fixture(&s))).collect()
+    stems
+        .into_iter()
+        .map(|s| (s.clone(), fixture(&s)))
+        .collect()
 }
 
 /// Parses `body` (auto-detected, must be Responses), writes it back, checks the bytes are
@@ -78,7 +81,11 @@ fn shell_output(rng: &mut Lcg, chars: usize) -> String {
                 rng.next(80)
             ),
             2 => format!("test tests::case_{} ... ok", rng.next(10_000)),
-            _ => format!("    {} | let value = compute({}, \"ß→✓\");", rng.next(999), rng.next(50)),
+            _ => format!(
+                "    {} | let value = compute({}, \"ß→✓\");",
+                rng.next(999),
+                rng.next(50)
+            ),
         };
         out.push_str(&line);
         out.push('\n');
@@ -101,7 +108,11 @@ pub fn generated_session(turns: usize, output_chars: usize, seed: u64) -> Value 
             {"type": "input_text", "text": "Make every test in the workspace pass."}]}),
     ];
     for turn in 0..turns {
-        let encrypted = format!("gAAAAAB{}{}==", turn, "Qk".repeat(40 + rng.next(200) as usize));
+        let encrypted = format!(
+            "gAAAAAB{}{}==",
+            turn,
+            "Qk".repeat(40 + rng.next(200) as usize)
+        );
         input.push(json!({"type": "reasoning", "summary": [
             {"type": "summary_text", "text": format!("**Step {turn}**")}],
             "content": null, "encrypted_content": encrypted}));
@@ -115,9 +126,11 @@ pub fn generated_session(turns: usize, output_chars: usize, seed: u64) -> Value 
             let item = match turn % 5 {
                 4 => json!({"type": "custom_tool_call", "status": "completed", "call_id": id,
                     "name": "apply_patch", "input": format!("*** Begin Patch\n*** Update File: src/f{turn}.rs\n@@\n-old\n+new\n*** End Patch\n")}),
-                2 if turn % 2 == 0 => json!({"type": "local_shell_call", "id": format!("lsh_{turn}"),
+                2 if turn % 2 == 0 => {
+                    json!({"type": "local_shell_call", "id": format!("lsh_{turn}"),
                     "call_id": id, "status": "completed",
-                    "action": {"type": "exec", "command": ["bash", "-lc", "cargo test"]}}),
+                    "action": {"type": "exec", "command": ["bash", "-lc", "cargo test"]}})
+                }
                 _ => json!({"type": "function_call", "name": "shell", "call_id": id,
                     "arguments": format!("{{\"command\":[\"bash\",\"-lc\",\"rg -n handle_{turn} src\"],\"workdir\":\"/work/repo\"}}")}),
             };
@@ -128,7 +141,9 @@ pub fn generated_session(turns: usize, output_chars: usize, seed: u64) -> Value 
             let output = shell_output(&mut rng, size);
             let item = match turn % 5 {
                 4 => json!({"type": "custom_tool_call_output", "call_id": id, "output": output}),
-                2 if turn % 2 == 0 => json!({"type": "local_shell_call_output", "id": id, "output": output}),
+                2 if turn % 2 == 0 => {
+                    json!({"type": "local_shell_call_output", "id": id, "output": output})
+                }
                 _ => json!({"type": "function_call_output", "call_id": id, "output": output}),
             };
             input.push(item);

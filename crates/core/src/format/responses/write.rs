@@ -116,12 +116,7 @@ fn single(block: &Block) -> Item<'_> {
         Block::ToolCall(call) => Item::Call(call),
         Block::ToolResult(result) => Item::Output(None, result),
         Block::Binary(o) | Block::Thinking(o) | Block::Other(o) => Item::Raw(&o.raw),
-        Block::Text(_) => Item::Message(
-            Role::Assistant,
-            None,
-            vec![block],
-            Shape::Parts,
-        ),
+        Block::Text(_) => Item::Message(Role::Assistant, None, vec![block], Shape::Parts),
     }
 }
 
@@ -187,11 +182,7 @@ fn by_layout<'a>(message: &'a Message, out: &mut Vec<Item<'a>>) -> bool {
 
 /// The item a layout entry stands for, read from the blocks it starts at, and how many
 /// blocks it takes.
-fn layout_item<'a>(
-    role: Role,
-    entry: &'a Value,
-    blocks: &'a [Block],
-) -> Option<(Item<'a>, usize)> {
+fn layout_item<'a>(role: Role, entry: &'a Value, blocks: &'a [Block]) -> Option<(Item<'a>, usize)> {
     match entry {
         Value::Null => blocks
             .first()
@@ -287,8 +278,7 @@ impl Serialize for ItemView<'_, '_> {
                         None => "function_call_output".to_owned(),
                     },
                 };
-                let id_key = if !fields.contains_key("call_id")
-                    && kind == "local_shell_call_output"
+                let id_key = if !fields.contains_key("call_id") && kind == "local_shell_call_output"
                 {
                     "id"
                 } else {
@@ -357,10 +347,7 @@ fn write_content<M: SerializeMap>(
         (Shape::Null, []) => map.serialize_entry(key, &Value::Null),
         (Shape::String, []) => map.serialize_entry(key, ""),
         (Shape::String, [Block::Text(t)]) => map.serialize_entry(key, &t.text),
-        _ => map.serialize_entry(
-            key,
-            &Seq(parts.iter().map(|b| Part(b, default_type))),
-        ),
+        _ => map.serialize_entry(key, &Seq(parts.iter().map(|b| Part(b, default_type)))),
     }
 }
 
