@@ -262,3 +262,22 @@ fn messages_made_by_the_cascade_are_written_as_items() {
     assert_eq!(input[6], json!({"role": "user", "content": "a notice"}));
     assert_eq!(input[7], json!({"role": "assistant", "content": "done"}));
 }
+
+#[test]
+fn a_compacted_screenshot_output_is_still_a_screenshot() {
+    let body = fixture("agents-sdk");
+    let mut c = format::parse_value(body.clone(), None).unwrap();
+    for message in &mut c.messages {
+        for block in message.blocks_mut() {
+            if let Block::ToolResult(result) = block {
+                result.content = vec![Block::text("[compacted]")];
+                result.shape = context_cascade::Shape::String;
+            }
+        }
+    }
+    let out = format::to_value(&c, WriteOptions::default()).unwrap();
+    let screenshot = &out["input"][14];
+    assert_eq!(screenshot["type"], "computer_call_output");
+    assert_eq!(screenshot["output"], body["input"][14]["output"]);
+    assert_eq!(out["input"][5]["output"], "[compacted]");
+}

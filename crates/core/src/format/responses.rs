@@ -36,7 +36,8 @@ const INSTRUCTIONS: &str = "_responses_instructions";
 /// for an assistant `message` item (its keys, how its content was written, how many of
 /// the message's blocks are its parts).
 const LAYOUT: &str = "_responses_items";
-/// Marks a tool result whose `output` was one object (a computer screenshot, say).
+/// Marks a tool result whose `output` was one object (a computer screenshot, say): its
+/// item keeps the original, which is written when the content is no longer one object.
 const OBJECT_OUTPUT: &str = "_responses_object_output";
 /// The keys that may hold a call's arguments, by item type (`function_call`,
 /// `custom_tool_call`, `local_shell_call` / `computer_call`, `apply_patch_call`).
@@ -251,7 +252,12 @@ fn output_key(kind: &str, fields: &Map<String, Value>) -> Option<&'static str> {
 fn read_output(key: &str, mut fields: Map<String, Value>) -> Item {
     let (content, shape, object) = match fields.get_mut("output").map(Value::take) {
         None => (Vec::new(), Shape::Absent, false),
-        Some(Value::Object(object)) => (vec![read_part(object)], Shape::Parts, true),
+        Some(Value::Object(object)) => {
+            // The API takes only this object here (a screenshot): the original stays with
+            // the item, to be written even when a strategy compacts the result's content.
+            fields.insert("output".into(), Value::Object(object.clone()));
+            (vec![read_part(object)], Shape::Parts, true)
+        }
         Some(output) => match read_content(output) {
             Ok((content, shape)) => (content, shape, false),
             Err(output) => {

@@ -292,7 +292,7 @@ impl Serialize for ItemView<'_, '_> {
                     strip,
                     |key, map| match key {
                         "type" => map.serialize_entry(key, &kind),
-                        "output" => write_output(map, result),
+                        "output" => write_output(map, fields.get("output"), result),
                         _ => map.serialize_entry(key, &result.call_id),
                     },
                 )?;
@@ -324,11 +324,20 @@ impl Serialize for ItemView<'_, '_> {
     }
 }
 
-fn write_output<M: SerializeMap>(map: &mut M, result: &ToolResult) -> Result<(), M::Error> {
-    if result.fields.contains_key(OBJECT_OUTPUT)
-        && let [Block::Binary(o) | Block::Other(o)] = result.content.as_slice()
-    {
-        return map.serialize_entry("output", &o.raw);
+/// Writes an output item's `output`; `original` is the item's own, kept when it was one
+/// object.
+fn write_output<M: SerializeMap>(
+    map: &mut M,
+    original: Option<&Value>,
+    result: &ToolResult,
+) -> Result<(), M::Error> {
+    if result.fields.contains_key(OBJECT_OUTPUT) {
+        return match (result.content.as_slice(), original) {
+            ([Block::Binary(o) | Block::Other(o)], _) => map.serialize_entry("output", &o.raw),
+            // Compacted to text, which the API refuses there: the object as it came.
+            (_, Some(original)) => map.serialize_entry("output", original),
+            (_, None) => map.serialize_entry("output", &Value::Null),
+        };
     }
     let parts: Vec<&Block> = result.content.iter().collect();
     write_content(map, "output", &parts, result.shape, "input_text")
