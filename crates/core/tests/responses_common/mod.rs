@@ -2,6 +2,8 @@
 //! generated Codex-like sessions of any length.
 #![allow(dead_code)]
 
+use std::collections::{HashMap, HashSet};
+
 use context_cascade::Format;
 use context_cascade::format::{self, WriteOptions};
 use serde_json::{Value, json};
@@ -172,4 +174,72 @@ pub fn generated_session(turns: usize, output_chars: usize, seed: u64) -> Value 
         "include": ["reasoning.encrypted_content"],
         "prompt_cache_key": format!("session-{seed}")
     })
+}
+
+/// The `input` items of a body.
+pub fn input(body: &Value) -> &Vec<Value> {
+    body["input"].as_array().expect("input items")
+}
+
+/// The id that ties an item to its pair, and whether it is the call (or the output).
+fn pair_key(item: &Value) -> Option<(String, bool)> {
+    let kind = item["type"].as_str()?;
+    if kind.ends_with("_call_output") {
+        let id = item.get("call_id").or_else(|| item.get("id"))?;
+        Some((id.as_str()?.to_owned(), false))
+    } else if kind.ends_with("_call") {
+        Some((item["call_id"].as_str()?.to_owned(), true))
+    } else {
+        None
+    }
+}
+
+/// Every call has exactly one output after it, every output its call before it.
+pub fn check_pairs(items: &[Value]) -> Result<(), String> {
+    let mut open: HashSet<String> = HashSet::new();
+    let mut seen: HashSet<String> = HashSet::new();
+    for (i, item) in items.iter().enumerate() {
+        match pair_key(item) {
+            Some((id, true)) => {
+                if !seen.insert(id.clone()) {
+                    return Err(format!("item {i}: call {id} twice"));
+                }
+                open.insert(id);
+            }
+            Some((id, false)) if !open.remove(&id) => {
+                return Err(format!("item {i}: output {id} without its call before it"));
+            }
+            _ => {}
+        }
+    }
+    match open.into_iter().next() {
+        Some(id) => Err(format!("call {id} has no output")),
+        None => Ok(()),
+    }
+}
+
+/// Every reasoning item of `out` is one of `original`'s, byte for byte, and the item after
+/// it is the one that followed it there.
+pub fn check_reasoning(original: &[Value], out: &[Value]) -> Result<usize, String> {
+    let next_of: HashMap<String, &Value> = original
+        .windows(2)
+        .filter(|w| w[0]["type"] == "reasoning")
+        .map(|w| (w[0].to_string(), &w[1]))
+        .collect();
+    let mut count = 0;
+    for (i, item) in out.iter().enumerate() {
+        if item["type"] != "reasoning" {
+            continue;
+        }
+        let Some(expected) = next_of.get(&item.to_string()) else {
+            return Err(format!("item {i}: reasoning not in the original"));
+        };
+        if out.get(i + 1) != Some(*expected) {
+            return Err(format!(
+                "item {i}: reasoning separated from what it preceded"
+            ));
+        }
+        count += 1;
+    }
+    Ok(count)
 }
