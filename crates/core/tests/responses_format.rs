@@ -281,3 +281,23 @@ fn a_compacted_screenshot_output_is_still_a_screenshot() {
     assert_eq!(screenshot["output"], body["input"][14]["output"]);
     assert_eq!(out["input"][5]["output"], "[compacted]");
 }
+
+#[test]
+fn a_turn_whose_parts_changed_is_still_written_without_private_keys() {
+    let body = fixture("codex-session");
+    let mut c = format::parse_value(body, None).unwrap();
+    // The merged user turn (context + AGENTS.md + task) and an assistant turn of several
+    // items, each given one more text block than their layouts know of.
+    for index in [2, 7] {
+        c.messages[index].blocks_mut().push(Block::text("extra"));
+    }
+    let text = String::from_utf8(format::to_vec(&c, WriteOptions::default()).unwrap()).unwrap();
+    assert!(
+        !text.contains("_responses"),
+        "a private key reached the wire"
+    );
+    let again = format::parse(text.as_bytes(), None).unwrap();
+    let calls = again.messages.iter().flat_map(|m| m.tool_calls()).count();
+    assert_eq!(calls, 5);
+    assert!(again.messages[2].text_content().contains("fix it.\nextra"));
+}

@@ -144,12 +144,10 @@ fn items_of<'a>(message: &'a Message, out: &mut Vec<Item<'a>>) {
             .iter()
             .partition(|b| !matches!(b, Block::ToolCall(_) | Block::ToolResult(_)));
         if !parts.is_empty() || rest.is_empty() {
-            out.push(Item::Message(
-                role,
-                Some(message.fields()),
-                parts,
-                message.shape(),
-            ));
+            // A layout that no longer matches is not a wire key: the parts go out as one
+            // message with the keys a new one gets.
+            let fields = (!message.fields().contains_key(LAYOUT)).then(|| message.fields());
+            out.push(Item::Message(role, fields, parts, message.shape()));
         }
         out.extend(rest.into_iter().map(single));
     }
