@@ -1,8 +1,8 @@
 //! Reading and writing the wire formats, losslessly.
 //!
-//! [`parse`] auto-detects an OpenAI Chat Completions body, an Anthropic Messages body or a
-//! bare array of OpenAI-style messages; [`to_vec`] writes a conversation back in the format
-//! it came in. A round trip with nothing changed gives semantically equal JSON, in the
+//! [`parse`] auto-detects an OpenAI Chat Completions body, an Anthropic Messages body, an
+//! OpenAI Responses body or a bare array of OpenAI-style messages; [`to_vec`] writes a
+//! conversation back in the format it came in. A round trip with nothing changed gives semantically equal JSON, in the
 //! original key order (unknown keys included).
 
 mod anthropic;
