@@ -2,8 +2,8 @@
 //!
 //! [`parse`] auto-detects an OpenAI Chat Completions body, an Anthropic Messages body, an
 //! OpenAI Responses body or a bare array of OpenAI-style messages; [`to_vec`] writes a
-//! conversation back in the format it came in. A round trip with nothing changed gives semantically equal JSON, in the
-//! original key order (unknown keys included).
+//! conversation back in the format it came in. A round trip with nothing changed gives
+//! semantically equal JSON, in the original key order (unknown keys included).
 
 mod anthropic;
 mod openai;
