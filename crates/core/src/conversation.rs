@@ -356,6 +356,8 @@ pub enum Format {
     Anthropic,
     /// A bare JSON array of OpenAI-style messages.
     Bare,
+    /// An OpenAI Responses request body (`{"model", "instructions", "input", ...}`).
+    Responses,
 }
 
 impl Format {
@@ -365,6 +367,7 @@ impl Format {
             Format::OpenAi => "openai",
             Format::Anthropic => "anthropic",
             Format::Bare => "bare",
+            Format::Responses => "responses",
         }
     }
 
@@ -408,6 +411,15 @@ impl Conversation {
             .iter()
             .find_map(|k| self.envelope.get(*k).and_then(Value::as_u64))
             .unwrap_or(0)
+    }
+
+    /// Whether the provider holds earlier turns (a Responses `previous_response_id` or
+    /// `conversation`): the body is then only the newest part and must go upstream untouched.
+    pub fn holds_history_upstream(&self) -> bool {
+        self.format == Format::Responses
+            && ["previous_response_id", "conversation"]
+                .iter()
+                .any(|k| self.envelope.get(*k).is_some_and(|v| !v.is_null()))
     }
 
     /// The `tools` definitions of the request, when present.

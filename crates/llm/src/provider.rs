@@ -56,7 +56,7 @@ impl Provider {
     pub fn for_format(format: Format) -> Provider {
         match format {
             Format::Anthropic => Provider::Anthropic,
-            Format::OpenAi | Format::Bare => Provider::OpenAi,
+            Format::OpenAi | Format::Bare | Format::Responses => Provider::OpenAi,
         }
     }
 }

@@ -81,7 +81,7 @@ pub fn error_response(format: Format, kind: ErrorKind, message: &str) -> Respons
             "type": "error",
             "error": {"type": kind.anthropic_type(), "message": message},
         }),
-        Format::OpenAi | Format::Bare => {
+        Format::OpenAi | Format::Bare | Format::Responses => {
             let (kind_type, code) = kind.openai_type();
             json!({
                 "error": {

@@ -27,6 +27,8 @@ pub(crate) enum FormatArg {
     Anthropic,
     /// A bare JSON array of OpenAI-style messages.
     Bare,
+    /// OpenAI Responses request body (`instructions`, `input` items).
+    Responses,
 }
 
 impl From<FormatArg> for Format {
@@ -35,6 +37,7 @@ impl From<FormatArg> for Format {
             FormatArg::Openai => Format::OpenAi,
             FormatArg::Anthropic => Format::Anthropic,
             FormatArg::Bare => Format::Bare,
+            FormatArg::Responses => Format::Responses,
         }
     }
 }

@@ -1,17 +1,19 @@
 //! Reading and writing the wire formats, losslessly.
 //!
-//! [`parse`] auto-detects an OpenAI Chat Completions body, an Anthropic Messages body or a
-//! bare array of OpenAI-style messages; [`to_vec`] writes a conversation back in the format
-//! it came in. A round trip with nothing changed gives semantically equal JSON, in the
-//! original key order (unknown keys included). In Anthropic form the cascade's notices and
-//! summaries are merged into the adjacent user message on writing and split out on reading,
-//! so that turns alternate on the wire while the model keeps them as their own messages.
+//! [`parse`] auto-detects an OpenAI Chat Completions body, an Anthropic Messages body, an
+//! OpenAI Responses body or a bare array of OpenAI-style messages; [`to_vec`] writes a
+//! conversation back in the format it came in. A round trip with nothing changed gives
+//! semantically equal JSON, in the original key order (unknown keys included).
+//! In Anthropic form the cascade's notices and summaries are merged into the adjacent user
+//! message on writing and split out on reading, so that turns alternate on the wire while the
+//! model keeps them as their own messages.
 
 mod anthropic;
 mod merge;
 pub mod message_facts;
 mod openai;
 mod ordered;
+mod responses;
 
 use serde_json::Value;
 
@@ -60,6 +62,7 @@ pub fn parse_value(value: Value, format: Option<Format>) -> Result<Conversation,
         (Format::Anthropic, Value::Object(body)) => anthropic::read(body)?,
         (Format::OpenAi, Value::Object(body)) => openai::read_body(body)?,
         (Format::Bare, Value::Array(items)) => openai::read_bare(items)?,
+        (Format::Responses, Value::Object(body)) => responses::read(body)?,
         (Format::Bare, _) => {
             return Err(ParseError::new("$", "expected a JSON array of messages"));
         }
@@ -100,7 +103,8 @@ pub fn to_value(conversation: &Conversation, options: WriteOptions) -> Result<Va
 
 /// Decides the format of a parsed body.
 ///
-/// An array is a bare message list. An object with `messages` is Anthropic when it has a
+/// An array is a bare message list. An object with `input` (a string or an array) and no
+/// `messages` is an OpenAI Responses body. An object with `messages` is Anthropic when it has a
 /// top-level `system`, or a message uses Anthropic-only block types (`tool_use`,
 /// `tool_result`, `thinking`, an `image` with a `source`, ...); otherwise OpenAI, which is
 /// also the right reading of plain text-only messages in either format.
@@ -118,6 +122,11 @@ pub fn detect(value: &Value) -> Result<Format, ParseError> {
             ));
         }
     };
+    if !body.contains_key("messages")
+        && matches!(body.get("input"), Some(Value::String(_) | Value::Array(_)))
+    {
+        return Ok(Format::Responses);
+    }
     let Some(messages) = body.get("messages") else {
         return Err(ParseError::new(
             "$",

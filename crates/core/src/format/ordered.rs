@@ -19,7 +19,7 @@ pub(super) struct View<'a> {
 }
 
 /// Writes `fields` in order, asking `known` to write the model's keys (at most 64).
-fn write_fields<M: SerializeMap>(
+pub(super) fn write_fields<M: SerializeMap>(
     map: &mut M,
     fields: &Map<String, Value>,
     keys: &[&str],
@@ -50,6 +50,7 @@ impl Serialize for View<'_> {
         let c = self.conversation;
         let opts = self.options;
         match c.format {
+            Format::Responses => super::responses::Body(c, opts).serialize(serializer),
             Format::Bare => {
                 serializer.collect_seq(c.messages.iter().map(|m| OpenAiMessage(m, opts)))
             }
@@ -96,7 +97,7 @@ impl Serialize for View<'_> {
 }
 
 /// A sequence written from an iterator that can be cloned (so `Serialize` takes `&self`).
-struct Seq<I>(I);
+pub(super) struct Seq<I>(pub I);
 
 impl<I, T> Serialize for Seq<I>
 where
