@@ -25,12 +25,12 @@
 //! ```
 
 mod excerpt;
-mod facts;
+pub(crate) mod facts;
 #[cfg(test)]
 mod fixture_tests;
 mod merge;
 mod render;
-mod scan;
+pub(crate) mod scan;
 #[cfg(test)]
 mod tests;
 mod tools;
