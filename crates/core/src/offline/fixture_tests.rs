@@ -8,10 +8,7 @@ use super::tokens;
 use crate::estimate::Estimator;
 use crate::summarizer::{SummaryRequest, split_sections};
 
-const FIXTURES: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../../fixtures/transcripts"
-);
+const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fixtures/transcripts");
 
 /// Summarizes a fixture transcript within `max_tokens` (or a tenth of its size when
 /// `None`) and returns (file paths of tool-call arguments kept in section 3, all of
