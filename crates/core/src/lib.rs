@@ -68,6 +68,7 @@ pub mod step;
 pub mod summarize;
 pub mod summarizer;
 pub mod tool_names;
+mod trail;
 pub mod truncate;
 
 pub use config::{Budget, CascadeConfig};

@@ -1,0 +1,221 @@
+//! Trail → text, within a token budget.
+//!
+//! The text is lines under four headings, in a fixed order, each entry one `- ` line
+//! (a request's further lines indented by two spaces), so that [`Trail::parse`] reads it back.
+//! Over the budget, entries are kept by priority: user requests, then errors, then files
+//! (most recently and most often touched first), then commands; what did not fit is counted
+//! on a last line (`Left out for space: +12 more files`).
+
+use super::{FileEntry, LeftOut, Trail};
+use crate::estimate::{ClassCounts, Estimator};
+
+pub(crate) const REQUESTS: &str = "User requests:";
+pub(crate) const ERRORS: &str = "Errors:";
+pub(crate) const FILES: &str = "Files (most recent first):";
+pub(crate) const COMMANDS: &str = "Commands:";
+pub(crate) const LEFT_OUT: &str = "Left out for space:";
+pub(crate) const FIXED: &str = " — fixed later";
+pub(crate) const FROM: &str = " (from `";
+
+/// The entries that fit, as lines, by kind, in display order.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Rendered {
+    pub(crate) requests: Vec<String>,
+    pub(crate) errors: Vec<String>,
+    pub(crate) files: Vec<String>,
+    pub(crate) commands: Vec<String>,
+    /// Everything left out, this time and by earlier renderings.
+    pub(crate) left_out: LeftOut,
+}
+
+#[allow(dead_code)] // wired in phase 2: ④ puts each block into its own section
+impl Rendered {
+    /// One kind's heading and entries (empty when there is none): what ④'s sections 3, 4
+    /// and 6 carry.
+    pub(crate) fn block(heading: &str, lines: &[String]) -> String {
+        if lines.is_empty() {
+            return String::new();
+        }
+        let mut out = heading.to_owned();
+        for line in lines {
+            out.push('\n');
+            out.push_str(line);
+        }
+        out
+    }
+
+    /// The `Left out for space: ...` line, when something was left out.
+    pub(crate) fn left_out_line(&self) -> Option<String> {
+        left_out_line(&self.left_out)
+    }
+
+    /// The whole trail as lines (empty when there is nothing to say).
+    pub(crate) fn text(&self) -> String {
+        let mut parts: Vec<String> = [
+            (REQUESTS, &self.requests),
+            (ERRORS, &self.errors),
+            (FILES, &self.files),
+            (COMMANDS, &self.commands),
+        ]
+        .into_iter()
+        .map(|(heading, lines)| Rendered::block(heading, lines))
+        .filter(|b| !b.is_empty())
+        .collect();
+        parts.extend(self.left_out_line());
+        parts.join("\n")
+    }
+}
+
+fn left_out_line(left: &LeftOut) -> Option<String> {
+    let parts: Vec<String> = [
+        (left.requests, "requests"),
+        (left.errors, "errors"),
+        (left.files, "files"),
+        (left.commands, "commands"),
+    ]
+    .iter()
+    .filter(|(n, _)| *n > 0)
+    .map(|(n, what)| format!("+{n} more {what}"))
+    .collect();
+    (!parts.is_empty()).then(|| format!("{LEFT_OUT} {}", parts.join(", ")))
+}
+
+pub(crate) fn request_line(text: &str) -> String {
+    format!("- {}", text.replace('\n', "\n  "))
+}
+
+pub(crate) fn error_line(e: &super::ErrorEntry) -> String {
+    let mut line = format!("- {}", e.text.replace('\n', " "));
+    if let Some(source) = &e.source {
+        line.push_str(&format!("{FROM}{}`)", source.replace('\n', " ")));
+    }
+    if e.fixed {
+        line.push_str(FIXED);
+    }
+    line
+}
+
+pub(crate) fn file_line(f: &FileEntry) -> String {
+    let ops: Vec<&str> = f.ops.iter().map(|o| o.label()).collect();
+    let mut line = format!("- {} — {}", f.path, ops.join(", "));
+    if f.touches > 1 {
+        line.push_str(&format!(" ×{}", f.touches));
+    }
+    line
+}
+
+pub(crate) fn command_line(c: &super::CommandEntry) -> String {
+    let mut line = format!("- `{}`", c.command.replace('\n', " "));
+    if c.runs > 1 {
+        line.push_str(&format!(" ×{}", c.runs));
+    }
+    if let Some(outcome) = &c.outcome {
+        line.push_str(&format!(" → {outcome}"));
+    }
+    line
+}
+
+/// The order files are kept in when they do not all fit: by the sum of their rank by
+/// recency and their rank by touches (ties: the more recent first).
+fn file_priority(files: &[FileEntry]) -> Vec<usize> {
+    let mut by_touches: Vec<usize> = (0..files.len()).collect();
+    by_touches.sort_by_key(|&i| (std::cmp::Reverse(files[i].touches), i));
+    let mut touch_rank = vec![0usize; files.len()];
+    for (rank, &i) in by_touches.iter().enumerate() {
+        touch_rank[i] = rank;
+    }
+    let mut order: Vec<usize> = (0..files.len()).collect();
+    order.sort_by_key(|&i| (i + touch_rank[i], i));
+    order
+}
+
+/// Fractional tokens of a line and its newline (the prior is additive over characters,
+/// so the sum over lines is the estimate of the whole text).
+fn cost(estimator: &Estimator, line: &str) -> f64 {
+    let counts = ClassCounts::of_str(line) + ClassCounts::of_str("\n");
+    estimator.weights.prior(&counts) * estimator.multiplier
+}
+
+#[allow(dead_code)] // wired in phase 2: ③ and ⑤ write it after their notice
+impl Trail {
+    /// The entries that fit in `budget` tokens, by priority (see the module docs).
+    pub(crate) fn render_within(&self, budget: u64, estimator: &Estimator) -> Rendered {
+        let kinds: [(&str, Vec<String>); 4] = [
+            (
+                REQUESTS,
+                self.requests.iter().map(|r| request_line(r)).collect(),
+            ),
+            (ERRORS, self.errors.iter().map(error_line).collect()),
+            (FILES, self.files.iter().map(file_line).collect()),
+            (COMMANDS, self.commands.iter().map(command_line).collect()),
+        ];
+        let file_order = file_priority(&self.files);
+        // Room for the worst left-out line, so that it can always be written.
+        let worst = LeftOut {
+            requests: 99_999,
+            errors: 99_999,
+            files: 99_999,
+            commands: 99_999,
+        };
+        let reserve = left_out_line(&worst).map_or(0.0, |l| cost(estimator, &l));
+        let budget = budget as f64 - 0.01;
+        let mut used = 0.0;
+        let mut kept: [Vec<bool>; 4] = Default::default();
+        let mut dropped = [0usize; 4];
+        for (k, (heading, lines)) in kinds.iter().enumerate() {
+            kept[k] = vec![false; lines.len()];
+            let order: Vec<usize> = if k == 2 {
+                file_order.clone()
+            } else {
+                (0..lines.len()).collect()
+            };
+            let mut heading_paid = false;
+            for i in order {
+                let mut c = cost(estimator, &lines[i]);
+                if !heading_paid {
+                    c += cost(estimator, heading);
+                }
+                if used + c + reserve <= budget {
+                    used += c;
+                    heading_paid = true;
+                    kept[k][i] = true;
+                } else {
+                    dropped[k] += 1;
+                }
+            }
+        }
+        let pick = |k: usize| -> Vec<String> {
+            kinds[k]
+                .1
+                .iter()
+                .zip(&kept[k])
+                .filter(|(_, keep)| **keep)
+                .map(|(line, _)| line.clone())
+                .collect()
+        };
+        let earlier = self.left_out;
+        let mut rendered = Rendered {
+            requests: pick(0),
+            errors: pick(1),
+            files: pick(2),
+            commands: pick(3),
+            left_out: LeftOut {
+                requests: earlier.requests + dropped[0],
+                errors: earlier.errors + dropped[1],
+                files: earlier.files + dropped[2],
+                commands: earlier.commands + dropped[3],
+            },
+        };
+        if reserve > budget {
+            // Not even the count fits: say nothing rather than overrun.
+            rendered = Rendered::default();
+        }
+        rendered
+    }
+
+    /// The trail as the lines that follow a notice, within `budget` tokens ("" when there is
+    /// nothing to say or no room).
+    pub(crate) fn render(&self, budget: u64, estimator: &Estimator) -> String {
+        self.render_within(budget, estimator).text()
+    }
+}
