@@ -181,7 +181,12 @@ fn shell_op(before: &str) -> FileOp {
         return FileOp::Created;
     }
     let mut words = step.split_whitespace().skip_while(|w| {
-        matches!(*w, "sudo" | "env" | "time" | "xargs" | "command") || w.contains('=')
+        // Wrappers before the verb: `sudo`, `env A=b`, Codex's `bash -lc`.
+        let wrapper = matches!(
+            *w,
+            "sudo" | "env" | "time" | "xargs" | "command" | "bash" | "sh" | "zsh"
+        );
+        wrapper || w.contains('=') || matches!(*w, "-c" | "-lc" | "-l")
     });
     let verb = words.next().unwrap_or("");
     let verb = verb.rsplit('/').next().unwrap_or(verb);

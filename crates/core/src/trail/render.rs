@@ -150,18 +150,31 @@ impl Trail {
             (COMMANDS, self.commands.iter().map(command_line).collect()),
         ];
         let file_order = file_priority(&self.files);
-        // Room for the worst left-out line, so that it can always be written.
         let worst = LeftOut {
             requests: 99_999,
             errors: 99_999,
             files: 99_999,
             commands: 99_999,
         };
-        let reserve = left_out_line(&worst).map_or(0.0, |l| cost(estimator, &l));
         let budget = budget as f64 - 0.01;
+        let everything: f64 = kinds
+            .iter()
+            .filter(|(_, lines)| !lines.is_empty())
+            .map(|(heading, lines)| {
+                cost(estimator, heading) + lines.iter().map(|l| cost(estimator, l)).sum::<f64>()
+            })
+            .sum();
+        let earlier_left = left_out_line(&self.left_out).map_or(0.0, |l| cost(estimator, &l));
+        // Room for the worst left-out line, unless everything fits without one.
+        let reserve = if everything + earlier_left <= budget {
+            earlier_left
+        } else {
+            left_out_line(&worst).map_or(0.0, |l| cost(estimator, &l))
+        };
         let mut used = 0.0;
         let mut kept: [Vec<bool>; 4] = Default::default();
         let mut dropped = [0usize; 4];
+        let mut full = false;
         for (k, (heading, lines)) in kinds.iter().enumerate() {
             kept[k] = vec![false; lines.len()];
             let order: Vec<usize> = if k == 2 {
@@ -175,11 +188,14 @@ impl Trail {
                 if !heading_paid {
                     c += cost(estimator, heading);
                 }
-                if used + c + reserve <= budget {
+                // Strict priority: once an entry does not fit, nothing after it is kept,
+                // so that a short command never displaces a file that came first.
+                if !full && used + c + reserve <= budget {
                     used += c;
                     heading_paid = true;
                     kept[k][i] = true;
                 } else {
+                    full = true;
                     dropped[k] += 1;
                 }
             }
