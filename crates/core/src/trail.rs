@@ -19,6 +19,8 @@
 
 mod errors;
 mod extract;
+#[cfg(test)]
+mod fixture_tests;
 mod parse;
 mod render;
 mod requests;
@@ -146,6 +148,15 @@ pub(crate) struct Trail {
     /// Runs seen after the removed range's errors (removed or later messages), in order:
     /// what a merge uses to mark an earlier trail's errors fixed.
     pub(crate) runs: Vec<Run>,
+}
+
+impl Trail {
+    /// Drops the tool failures (not identifiers) that a later call shows fixed: a retried
+    /// edit that then worked leaves nothing the agent needs to know.
+    fn forget_fixed_failures(&mut self) {
+        self.errors
+            .retain(|e| !e.fixed || errors::is_identifier(&e.text));
+    }
 }
 
 #[allow(dead_code)] // wired in phase 2

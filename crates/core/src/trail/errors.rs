@@ -44,6 +44,15 @@ fn exception_regex() -> &'static Regex {
     )
 }
 
+/// An exception struct in a log line (Elixir: `%Jason.DecodeError{position: 0, ...}`).
+fn struct_regex() -> &'static Regex {
+    static RE: OnceLock<Regex> = OnceLock::new();
+    regex(
+        &RE,
+        r"%((?:[A-Z][A-Za-z0-9_]*\.)*[A-Z][A-Za-z0-9_]*(?:Error|Exception))\{([^\n]*)",
+    )
+}
+
 /// `error[E0308]: msg` (rustc), `error TS2345: msg` (tsc), `error CS0103: msg` (csc).
 fn code_regex() -> &'static Regex {
     static RE: OnceLock<Regex> = OnceLock::new();
@@ -142,6 +151,12 @@ fn identifiers(text: &str, ids: &mut Vec<String>) {
             found.push((all.start(), with_message(class.as_str(), message)));
         }
     }
+    for c in struct_regex().captures_iter(text) {
+        if let (Some(all), Some(class)) = (c.get(0), c.get(1)) {
+            let fields = c.get(2).map_or("", |m| m.as_str()).trim();
+            found.push((all.start(), with_message(class.as_str(), fields)));
+        }
+    }
     for c in code_regex().captures_iter(text) {
         if let (Some(all), Some(code)) = (c.get(0), c.get(1)) {
             let message = c.get(2).map_or("", |m| m.as_str()).trim();
@@ -172,6 +187,21 @@ fn with_message(name: &str, message: &str) -> String {
     } else {
         format!("{name}: {}", cut(message, MESSAGE_CHARS))
     }
+}
+
+/// Whether an error text is an identifier (an exception, a code, a failing test) rather
+/// than a tool's own failure line (`ERROR: No replacement was performed ...`).
+pub(crate) fn is_identifier(text: &str) -> bool {
+    if text.starts_with(FAILING_TEST) {
+        return true;
+    }
+    let name = key_of(text);
+    name != text
+        && (name.ends_with("Error")
+            || name.ends_with("Exception")
+            || name.len() <= 9
+                && name.bytes().any(|b| b.is_ascii_digit())
+                && name.bytes().all(|b| b.is_ascii_alphanumeric()))
 }
 
 /// What must disappear from a later run for an error to count as fixed: the test's name,

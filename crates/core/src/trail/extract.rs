@@ -460,6 +460,7 @@ impl<'c> Extractor<'c> {
                 .iter()
                 .any(|run| shows_fixed(run, program, key));
         }
+        self.trail.forget_fixed_failures();
         let mut order: Vec<usize> = (0..self.trail.files.len()).collect();
         order.sort_by_key(|&i| std::cmp::Reverse(self.file_last[i]));
         let mut files: Vec<Option<FileEntry>> = self.trail.files.drain(..).map(Some).collect();

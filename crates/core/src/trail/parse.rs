@@ -94,6 +94,7 @@ impl Trail {
                 None => self.errors.push(error),
             }
         }
+        self.forget_fixed_failures();
         let mut files = newer.files;
         for old in self.files {
             match files.iter_mut().find(|f| f.path == old.path) {

@@ -6,8 +6,9 @@
 //! (most recently and most often touched first), then commands; what did not fit is counted
 //! on a last line (`Left out for space: +12 more files`).
 
-use super::{FileEntry, LeftOut, Trail};
+use super::{ErrorEntry, FileEntry, LeftOut, Trail};
 use crate::estimate::{ClassCounts, Estimator};
+use crate::tool_names::FileOp;
 
 pub(crate) const REQUESTS: &str = "User requests:";
 pub(crate) const ERRORS: &str = "Errors:";
@@ -84,7 +85,7 @@ pub(crate) fn request_line(text: &str) -> String {
     format!("- {}", text.replace('\n', "\n  "))
 }
 
-pub(crate) fn error_line(e: &super::ErrorEntry) -> String {
+pub(crate) fn error_line(e: &ErrorEntry) -> String {
     let mut line = format!("- {}", e.text.replace('\n', " "));
     if let Some(source) = &e.source {
         line.push_str(&format!("{FROM}{}`)", source.replace('\n', " ")));
@@ -115,8 +116,9 @@ pub(crate) fn command_line(c: &super::CommandEntry) -> String {
     line
 }
 
-/// The order files are kept in when they do not all fit: by the sum of their rank by
-/// recency and their rank by touches (ties: the more recent first).
+/// The order files are kept in when they do not all fit: files a tool read, searched or
+/// changed before those only named in a command; then by the sum of their rank by recency
+/// and their rank by touches (ties: the more recent first).
 fn file_priority(files: &[FileEntry]) -> Vec<usize> {
     let mut by_touches: Vec<usize> = (0..files.len()).collect();
     by_touches.sort_by_key(|&i| (std::cmp::Reverse(files[i].touches), i));
@@ -125,7 +127,15 @@ fn file_priority(files: &[FileEntry]) -> Vec<usize> {
         touch_rank[i] = rank;
     }
     let mut order: Vec<usize> = (0..files.len()).collect();
-    order.sort_by_key(|&i| (i + touch_rank[i], i));
+    let only_used = |i: usize| files[i].ops.iter().all(|o| *o == FileOp::Used);
+    order.sort_by_key(|&i| (only_used(i), i + touch_rank[i], i));
+    order
+}
+
+/// The order errors are kept in: the open ones first, then those fixed later.
+fn error_priority(errors: &[ErrorEntry]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..errors.len()).collect();
+    order.sort_by_key(|&i| (errors[i].fixed, i));
     order
 }
 
@@ -149,7 +159,6 @@ impl Trail {
             (FILES, self.files.iter().map(file_line).collect()),
             (COMMANDS, self.commands.iter().map(command_line).collect()),
         ];
-        let file_order = file_priority(&self.files);
         let worst = LeftOut {
             requests: 99_999,
             errors: 99_999,
@@ -177,10 +186,10 @@ impl Trail {
         let mut full = false;
         for (k, (heading, lines)) in kinds.iter().enumerate() {
             kept[k] = vec![false; lines.len()];
-            let order: Vec<usize> = if k == 2 {
-                file_order.clone()
-            } else {
-                (0..lines.len()).collect()
+            let order: Vec<usize> = match k {
+                1 => error_priority(&self.errors),
+                2 => file_priority(&self.files),
+                _ => (0..lines.len()).collect(),
             };
             let mut heading_paid = false;
             for i in order {

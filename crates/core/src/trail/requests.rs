@@ -46,7 +46,9 @@ pub(crate) fn is_harness(text: &str) -> bool {
 /// The request as the trail quotes it: verbatim up to `max` characters, then the cut marked
 /// with how much was left out.
 pub(crate) fn quote(text: &str, max: usize) -> String {
-    let text = text.trim();
+    // Line ends become `\n`: the rendering is line-based, and a `\r` would not read back.
+    let text = text.trim().replace("\r\n", "\n").replace('\r', "\n");
+    let text = text.as_str();
     match text.char_indices().nth(max) {
         None => text.to_owned(),
         Some((at, _)) => {
