@@ -6,7 +6,11 @@
 
 mod common;
 mod keeps;
-/// `keeps` includes `src/trail/requests.rs`, which names `crate::markers`.
+/// Which user messages a harness wrote: the trail's own definition.
+#[path = "../src/trail/requests.rs"]
+#[allow(dead_code)]
+mod requests;
+/// `requests.rs` names `crate::markers`.
 mod markers {
     pub use context_cascade::markers::*;
 }

@@ -6,7 +6,7 @@ use std::collections::HashSet;
 
 use serde_json::{Value, json};
 
-use super::{Trail, TrailConfig};
+use super::{Trail, TrailConfig, requests};
 use crate::config::{Budget, CascadeConfig};
 use crate::conversation::{Block, Conversation, Message, Role};
 use crate::engine::ContextManager;

@@ -9,22 +9,19 @@
 //! compiler error codes and failing-test names printed by commands (file contents are code,
 //! not errors, unless the result is flagged); commands are the shell tools' `command`
 //! arguments; requests are the user's own messages. Which user messages a harness wrote is
-//! the one definition shared with the trail: `src/trail/requests.rs`, included by path.
+//! the one definition shared with the trail: `src/trail/requests.rs`.
 //!
 //! Included by path from an integration test and from the library's own tests, this module
-//! takes the crate's types from its parent (`Block`, `Conversation`, `Message`, `Role`,
-//! `tool_names`, `CallActivity` in scope there), and `requests.rs` needs `crate::markers`
-//! (an integration test declares `mod markers { pub use context_cascade::markers::*; }`).
+//! takes what it uses from its parent: the crate's `Block`, `Conversation`, `Message`,
+//! `Role`, `tool_names`, `CallActivity`, and `requests` (an integration test includes
+//! `src/trail/requests.rs` by path, with `mod markers { pub use
+//! context_cascade::markers::*; }` at its root, which that file names).
 
 use std::sync::OnceLock;
 
-use super::{Block, CallActivity, Conversation, Message, Role, tool_names};
+use super::{Block, CallActivity, Conversation, Message, Role, requests, tool_names};
 use regex::Regex;
 use serde_json::Value;
-
-#[path = "../../src/trail/requests.rs"]
-#[allow(dead_code)]
-mod requests;
 
 /// Argument keys whose value names a file (the keys agents use for the file they act on).
 const PATH_KEYS: &[&str] = &[
