@@ -2,7 +2,7 @@
 //! one, so that the trail accumulates over repeated compactions.
 
 use super::extract::shows_fixed;
-use super::render::{COMMANDS, ERRORS, FILES, FIXED, FROM, LEFT_OUT, REQUESTS};
+use super::render::{COMMANDS, ERRORS, FILES, FILES_UNDER, FIXED, FROM, LEFT_OUT, REQUESTS, ROOT};
 use super::{CommandEntry, ErrorEntry, FileEntry, LeftOut, Trail, errors};
 use crate::tool_names::FileOp;
 
@@ -22,6 +22,7 @@ impl Trail {
         let mut trail = Trail::default();
         let mut kind: Option<Kind> = None;
         let mut item: Option<String> = None;
+        let mut root: Option<String> = None;
         for line in text.lines() {
             if let Some(rest) = line.strip_prefix("  ").filter(|_| item.is_some()) {
                 if let Some(current) = &mut item {
@@ -31,15 +32,22 @@ impl Trail {
                 continue;
             }
             if let (Some(k), Some(done)) = (kind, item.take()) {
-                trail.add(k, done);
+                trail.add(k, done, root.as_deref());
             }
+            let under = line
+                .trim_end()
+                .strip_prefix(FILES_UNDER)
+                .and_then(|r| r.strip_suffix("):"));
             let heading = match line.trim_end() {
                 REQUESTS => Some(Kind::Requests),
                 ERRORS => Some(Kind::Errors),
                 FILES => Some(Kind::Files),
                 COMMANDS => Some(Kind::Commands),
-                _ => None,
+                _ => under.map(|_| Kind::Files),
             };
+            if heading == Some(Kind::Files) {
+                root = under.map(str::to_owned);
+            }
             if heading.is_some() {
                 kind = heading;
             } else if let Some(rest) = line.strip_prefix("- ").filter(|_| kind.is_some()) {
@@ -52,16 +60,23 @@ impl Trail {
             }
         }
         if let (Some(k), Some(done)) = (kind, item) {
-            trail.add(k, done);
+            trail.add(k, done, root.as_deref());
         }
         trail
     }
 
-    fn add(&mut self, kind: Kind, item: String) {
+    fn add(&mut self, kind: Kind, item: String, root: Option<&str>) {
         match kind {
             Kind::Requests => self.requests.push(item),
             Kind::Errors => self.errors.push(parse_error(&item)),
-            Kind::Files => self.files.push(parse_file(&item)),
+            Kind::Files => {
+                let mut file = parse_file(&item);
+                let relative = file.path.strip_prefix(ROOT).filter(|r| r.starts_with('/'));
+                if let (Some(root), Some(rest)) = (root, relative) {
+                    file.path = format!("{root}{rest}");
+                }
+                self.files.push(file);
+            }
             Kind::Commands => self.commands.push(parse_command(&item)),
         }
     }

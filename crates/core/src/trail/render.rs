@@ -6,6 +6,8 @@
 //! (most recently and most often touched first), then commands; what did not fit is counted
 //! on a last line (`Left out for space: +12 more files`).
 
+use std::collections::BTreeMap;
+
 use super::{ErrorEntry, FileEntry, LeftOut, Trail};
 use crate::estimate::{ClassCounts, Estimator};
 use crate::tool_names::FileOp;
@@ -13,6 +15,12 @@ use crate::tool_names::FileOp;
 pub(crate) const REQUESTS: &str = "User requests:";
 pub(crate) const ERRORS: &str = "Errors:";
 pub(crate) const FILES: &str = "Files (most recent first):";
+/// Files under a common directory are written relative to it: `$ROOT/lib/a.ex`, the
+/// directory named once in the heading (`Files (most recent first; $ROOT = /home/u/p):`).
+pub(crate) const ROOT: &str = "$ROOT";
+pub(crate) const FILES_UNDER: &str = "Files (most recent first; $ROOT = ";
+/// A root is worth naming when at least this many files are under it.
+const ROOT_MIN_FILES: usize = 3;
 pub(crate) const COMMANDS: &str = "Commands:";
 pub(crate) const LEFT_OUT: &str = "Left out for space:";
 pub(crate) const FIXED: &str = " — fixed later";
@@ -25,6 +33,8 @@ pub(crate) struct Rendered {
     pub(crate) errors: Vec<String>,
     pub(crate) files: Vec<String>,
     pub(crate) commands: Vec<String>,
+    /// The heading of the files (it names their root, if any).
+    pub(crate) files_heading: String,
     /// Everything left out, this time and by earlier renderings.
     pub(crate) left_out: LeftOut,
 }
@@ -55,7 +65,7 @@ impl Rendered {
         let mut parts: Vec<String> = [
             (REQUESTS, &self.requests),
             (ERRORS, &self.errors),
-            (FILES, &self.files),
+            (self.files_heading.as_str(), &self.files),
             (COMMANDS, &self.commands),
         ]
         .into_iter()
@@ -96,9 +106,13 @@ pub(crate) fn error_line(e: &ErrorEntry) -> String {
     line
 }
 
-pub(crate) fn file_line(f: &FileEntry) -> String {
+pub(crate) fn file_line(f: &FileEntry, root: Option<&str>) -> String {
     let ops: Vec<&str> = f.ops.iter().map(|o| o.label()).collect();
-    let mut line = format!("- {} — {}", f.path, ops.join(", "));
+    let path = match root.and_then(|r| f.path.strip_prefix(r)) {
+        Some(rest) if rest.starts_with('/') => format!("{ROOT}{rest}"),
+        _ => f.path.clone(),
+    };
+    let mut line = format!("- {path} — {}", ops.join(", "));
     if f.touches > 1 {
         line.push_str(&format!(" ×{}", f.touches));
     }
@@ -114,6 +128,24 @@ pub(crate) fn command_line(c: &super::CommandEntry) -> String {
         line.push_str(&format!(" → {outcome}"));
     }
     line
+}
+
+/// The directory most worth naming once: the one whose length times the number of files
+/// under it is largest (at least [`ROOT_MIN_FILES`] files, at least two levels deep; ties:
+/// the longer).
+pub(crate) fn choose_root(files: &[FileEntry]) -> Option<String> {
+    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+    for f in files.iter().filter(|f| f.path.starts_with('/')) {
+        let slashes = f.path.match_indices('/').map(|(i, _)| i).skip(2);
+        for i in slashes {
+            *counts.entry(&f.path[..i]).or_default() += 1;
+        }
+    }
+    counts
+        .into_iter()
+        .filter(|(_, n)| *n >= ROOT_MIN_FILES)
+        .max_by_key(|(root, n)| (n * root.len(), root.len()))
+        .map(|(root, _)| root.to_owned())
 }
 
 /// The order files are kept in when they do not all fit: files a tool read, searched or
@@ -142,6 +174,7 @@ fn error_priority(errors: &[ErrorEntry]) -> Vec<usize> {
 /// Fractional tokens of a line and its newline (the prior is additive over characters,
 /// so the sum over lines is the estimate of the whole text).
 fn cost(estimator: &Estimator, line: &str) -> f64 {
+    // `cost("")` is the newline alone.
     let counts = ClassCounts::of_str(line) + ClassCounts::of_str("\n");
     estimator.weights.prior(&counts) * estimator.multiplier
 }
@@ -150,13 +183,24 @@ fn cost(estimator: &Estimator, line: &str) -> f64 {
 impl Trail {
     /// The entries that fit in `budget` tokens, by priority (see the module docs).
     pub(crate) fn render_within(&self, budget: u64, estimator: &Estimator) -> Rendered {
+        let root = choose_root(&self.files);
+        let files_heading = match &root {
+            Some(root) => format!("{FILES_UNDER}{root}):"),
+            None => FILES.to_owned(),
+        };
         let kinds: [(&str, Vec<String>); 4] = [
             (
                 REQUESTS,
                 self.requests.iter().map(|r| request_line(r)).collect(),
             ),
             (ERRORS, self.errors.iter().map(error_line).collect()),
-            (FILES, self.files.iter().map(file_line).collect()),
+            (
+                files_heading.as_str(),
+                self.files
+                    .iter()
+                    .map(|f| file_line(f, root.as_deref()))
+                    .collect(),
+            ),
             (COMMANDS, self.commands.iter().map(command_line).collect()),
         ];
         let worst = LeftOut {
@@ -165,7 +209,8 @@ impl Trail {
             files: 99_999,
             commands: 99_999,
         };
-        let budget = budget as f64 - 0.01;
+        // Every line is costed with its newline; the last one has none.
+        let budget = budget as f64 - 0.01 + cost(estimator, "");
         let everything: f64 = kinds
             .iter()
             .filter(|(_, lines)| !lines.is_empty())
@@ -224,6 +269,7 @@ impl Trail {
             errors: pick(1),
             files: pick(2),
             commands: pick(3),
+            files_heading: files_heading.clone(),
             left_out: LeftOut {
                 requests: earlier.requests + dropped[0],
                 errors: earlier.errors + dropped[1],

@@ -220,14 +220,38 @@ fn command_head(command: &str) -> String {
     head(text.lines().next().unwrap_or(""), COMMAND_HEAD)
 }
 
-/// How much of `expected` the output `text` still holds.
+/// The roots a text defines for the paths it writes relative to them (the trail's
+/// `Files (most recent first; $ROOT = /home/u/project):`).
+fn roots(text: &str) -> Vec<&str> {
+    text.match_indices("$ROOT = ")
+        .filter_map(|(i, m)| {
+            let rest = &text[i + m.len()..];
+            rest.find(')').map(|end| &rest[..end])
+        })
+        .collect()
+}
+
+/// Whether the path is in `text` in full, or relative to a root the text defines.
+fn has_path(text: &str, roots: &[&str], path: &str) -> bool {
+    text.contains(path)
+        || roots.iter().any(|root| {
+            path.strip_prefix(root)
+                .filter(|rest| rest.starts_with('/'))
+                .is_some_and(|rest| text.contains(&format!("$ROOT{rest} ")))
+        })
+}
+
+/// How much of `expected` the output `text` still holds. A path counts when it is written
+/// in full, or relative to a root the same text names (`$ROOT = /dir`, then `$ROOT/a.rs`):
+/// the agent reads the same path either way.
 pub fn kept(expected: &Expected, text: &str) -> Kept {
     let flat = normalized(text);
+    let roots = roots(text);
     let count = |items: &[String], probe: &dyn Fn(&str) -> bool| {
         (items.iter().filter(|i| probe(i)).count(), items.len())
     };
     Kept {
-        paths: count(&expected.paths, &|p| text.contains(p)),
+        paths: count(&expected.paths, &|p| has_path(text, &roots, p)),
         errors: count(&expected.errors, &|e| text.contains(e)),
         commands: count(&expected.commands, &|c| flat.contains(&command_head(c))),
         requests: count(&expected.requests, &|r| {
