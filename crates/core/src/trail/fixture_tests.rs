@@ -63,6 +63,38 @@ fn removed<'a>(original: &'a Conversation, output: &Conversation) -> Vec<&'a Mes
         .collect()
 }
 
+/// What phase 2 adds to ②'s placeholders: the `errors: ...` line of every original result
+/// the output holds compacted.
+fn compacted_error_lines(original: &Conversation, output: &Conversation) -> String {
+    let compacted: HashSet<&str> = output
+        .messages
+        .iter()
+        .flat_map(|m| m.tool_results())
+        .filter(|r| r.joined_text().starts_with(crate::markers::COMPACTED))
+        .map(|r| r.call_id.as_str())
+        .collect();
+    let calls: std::collections::HashMap<&str, &crate::conversation::ToolCall> = original
+        .messages
+        .iter()
+        .flat_map(|m| m.tool_calls())
+        .map(|c| (c.id.as_str(), c))
+        .collect();
+    let mut lines = String::new();
+    for message in &original.messages {
+        for result in message.tool_results() {
+            if !compacted.contains(result.call_id.as_str()) {
+                continue;
+            }
+            let call = calls.get(result.call_id.as_str()).copied();
+            if let Some(line) = Trail::lines_for_errors(result, call, message.is_error()) {
+                lines.push_str(&line);
+                lines.push('\n');
+            }
+        }
+    }
+    lines
+}
+
 #[test]
 fn the_trail_completes_what_a_compaction_keeps() {
     let manager = ContextManager::new(CascadeConfig::default());
@@ -88,7 +120,11 @@ fn the_trail_completes_what_a_compaction_keeps() {
                 text,
                 "{name}: deterministic"
             );
-            let all = format!("{}\n{text}", keeps::output_text(&output));
+            let all = format!(
+                "{}\n{text}\n{}",
+                keeps::output_text(&output),
+                compacted_error_lines(&original, &output)
+            );
             let kept = keeps::kept(&expected, &all);
             totals[i].add(kept);
             println!(
