@@ -23,6 +23,8 @@ mod extract;
 mod fixture_tests;
 mod parse;
 mod render;
+#[cfg(test)]
+mod render_tests;
 mod requests;
 mod stale;
 #[cfg(test)]
