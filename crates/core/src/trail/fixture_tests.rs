@@ -168,3 +168,36 @@ fn a_whole_fixture_history_gives_a_trail_that_parses_back() {
         assert!(first.is_some_and(|m| !m.blocks().iter().all(|b| !matches!(b, Block::Text(_)))));
     }
 }
+
+/// How much of the fixtures' tool output is stale (issue 12 asks for this share before and
+/// after ②; this is "before"): printed with `--nocapture`.
+#[test]
+fn stale_reads_of_the_fixtures() {
+    let estimator = crate::estimate::Estimator::default();
+    for (name, original) in fixtures() {
+        let stale = super::stale_reads(&original.messages);
+        assert_eq!(stale, super::stale_reads(&original.messages), "{name}");
+        let mut stale_tokens = 0;
+        for read in &stale {
+            // The superseding call comes after the read's result.
+            assert!(read.superseded_by.message > read.message, "{name}");
+            let message = &original.messages[read.message];
+            assert!(
+                message.tool_results().any(|r| r.call_id == read.call_id),
+                "{name}"
+            );
+            stale_tokens += estimator.message_tokens(message);
+        }
+        let result_tokens: u64 = original
+            .messages
+            .iter()
+            .filter(|m| m.tool_results().next().is_some())
+            .map(|m| estimator.message_tokens(m))
+            .sum();
+        println!(
+            "{name}: {} stale reads, {stale_tokens} of {result_tokens} tool-result tokens ({:.0}%)",
+            stale.len(),
+            100.0 * stale_tokens as f64 / result_tokens.max(1) as f64
+        );
+    }
+}
