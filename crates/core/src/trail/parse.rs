@@ -71,7 +71,10 @@ impl Trail {
             Kind::Errors => self.errors.push(parse_error(&item)),
             Kind::Files => {
                 let mut file = parse_file(&item);
-                let relative = file.path.strip_prefix(ROOT).filter(|r| r.starts_with('/'));
+                let relative = file
+                    .path
+                    .strip_prefix(ROOT)
+                    .filter(|r| r.is_empty() || r.starts_with('/'));
                 if let (Some(root), Some(rest)) = (root, relative) {
                     file.path = format!("{root}{rest}");
                 }

@@ -109,7 +109,7 @@ pub(crate) fn error_line(e: &ErrorEntry) -> String {
 pub(crate) fn file_line(f: &FileEntry, root: Option<&str>) -> String {
     let ops: Vec<&str> = f.ops.iter().map(|o| o.label()).collect();
     let path = match root.and_then(|r| f.path.strip_prefix(r)) {
-        Some(rest) if rest.starts_with('/') => format!("{ROOT}{rest}"),
+        Some(rest) if rest.is_empty() || rest.starts_with('/') => format!("{ROOT}{rest}"),
         _ => f.path.clone(),
     };
     let mut line = format!("- {path} — {}", ops.join(", "));

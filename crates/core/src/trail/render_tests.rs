@@ -10,6 +10,12 @@ use crate::estimate::Estimator;
 
 fn big_trail() -> Trail {
     let mut trail = extract(claude_code_session());
+    // The root itself is written `$ROOT` too.
+    trail.files.push(FileEntry {
+        path: "/p/src".into(),
+        ops: vec![FileOp::Searched],
+        touches: 1,
+    });
     trail.requests.push("line one\nline two\n  indented".into());
     for i in 0..40 {
         trail.files.push(FileEntry {

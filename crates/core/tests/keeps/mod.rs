@@ -236,7 +236,7 @@ fn has_path(text: &str, roots: &[&str], path: &str) -> bool {
     text.contains(path)
         || roots.iter().any(|root| {
             path.strip_prefix(root)
-                .filter(|rest| rest.starts_with('/'))
+                .filter(|rest| rest.is_empty() || rest.starts_with('/'))
                 .is_some_and(|rest| text.contains(&format!("$ROOT{rest} ")))
         })
 }
