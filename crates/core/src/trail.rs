@@ -37,18 +37,18 @@ use crate::tool_names::FileOp;
 #[allow(unused_imports)]
 pub(crate) use stale::{StaleRead, stale_reads};
 
-/// The trail's budget and limits. `Default` gives SPEC.md's values.
+/// The trail's budget and limits. `Default` gives SPEC.md's values. Public (with its
+/// fields) so that `CascadeConfig` can carry it once phase 2 re-exports it.
 #[derive(Debug, Clone, Copy, PartialEq)]
-#[allow(dead_code)] // wired in phase 2 (CascadeConfig carries it)
-pub(crate) struct TrailConfig {
+pub struct TrailConfig {
     /// The trail may take at most this share of E.
-    pub(crate) max_share: f64,
+    pub max_share: f64,
     /// ... and at most this many tokens.
-    pub(crate) max_tokens: u64,
+    pub max_tokens: u64,
     /// A user request longer than this many characters is cut to its head, the cut marked.
-    pub(crate) request_chars: usize,
+    pub request_chars: usize,
     /// A command is listed by its first line, cut to this many characters.
-    pub(crate) command_chars: usize,
+    pub command_chars: usize,
 }
 
 impl Default for TrailConfig {
@@ -65,7 +65,7 @@ impl Default for TrailConfig {
 #[allow(dead_code)] // wired in phase 2
 impl TrailConfig {
     /// The trail's token budget for an effective window of `effective` tokens.
-    pub(crate) fn budget(&self, effective: u64) -> u64 {
+    pub fn budget(&self, effective: u64) -> u64 {
         let share = (effective as f64 * self.max_share).floor().max(0.0) as u64;
         share.min(self.max_tokens)
     }
