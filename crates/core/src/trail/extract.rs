@@ -375,8 +375,11 @@ impl<'c> Extractor<'c> {
         };
         let entry = &mut self.trail.files[index];
         entry.touches += 1;
-        entry.ops.retain(|o| *o != op);
+        if op != FileOp::Used {
+            entry.ops.retain(|o| *o != op);
+        }
         entry.ops.insert(0, op);
+        drop_used(&mut entry.ops);
         self.file_last[index] = self.seq;
     }
 
@@ -464,7 +467,7 @@ impl<'c> Extractor<'c> {
         let mut order: Vec<usize> = (0..self.trail.files.len()).collect();
         order.sort_by_key(|&i| std::cmp::Reverse(self.file_last[i]));
         let mut files: Vec<Option<FileEntry>> = self.trail.files.drain(..).map(Some).collect();
-        self.trail.files = order.iter().filter_map(|&i| files[i].take()).collect();
+        self.trail.files = fold_relative(order.iter().filter_map(|&i| files[i].take()).collect());
         // Every run here comes after an earlier trail's errors: a merge checks them all.
         self.trail.runs = self.runs;
         let mut merged = Trail::default();
@@ -473,6 +476,51 @@ impl<'c> Extractor<'c> {
         }
         merged.merge(self.trail)
     }
+}
+
+/// Keeps `used` (named by a command that does not say what it did) only when nothing
+/// better is known about the file, and only once.
+pub(crate) fn drop_used(ops: &mut Vec<FileOp>) {
+    if ops.iter().any(|o| *o != FileOp::Used) {
+        ops.retain(|o| *o != FileOp::Used);
+    } else {
+        ops.truncate(1);
+    }
+}
+
+/// A relative path a command named (`lib/a.ex`, run in the project) is the file an absolute
+/// path of a tool names (`/home/u/p/lib/a.ex`): one entry, under the absolute path (the most
+/// recent one that ends with it), with both entries' operations and touches.
+fn fold_relative(files: Vec<FileEntry>) -> Vec<FileEntry> {
+    let target: Vec<Option<usize>> = files
+        .iter()
+        .map(|f| {
+            let rel = f.path.trim_start_matches("./");
+            if f.path.starts_with(['/', '~']) || rel.is_empty() || rel.starts_with("..") {
+                return None;
+            }
+            let suffix = format!("/{rel}");
+            files
+                .iter()
+                .position(|a| a.path.starts_with('/') && a.path.ends_with(&suffix))
+        })
+        .collect();
+    let mut slots: Vec<Option<FileEntry>> = files.into_iter().map(Some).collect();
+    for (i, t) in target.iter().enumerate() {
+        let Some(t) = *t else { continue };
+        if let Some(relative) = slots[i].take() {
+            if let Some(absolute) = slots[t].as_mut() {
+                absolute.touches += relative.touches;
+                for op in relative.ops {
+                    if !absolute.ops.contains(&op) {
+                        absolute.ops.push(op);
+                    }
+                }
+                drop_used(&mut absolute.ops);
+            }
+        }
+    }
+    slots.into_iter().flatten().collect()
 }
 
 /// Whether `run` shows an error with this key, first met in a run of `program`, fixed:

@@ -123,6 +123,7 @@ impl Trail {
                             known.ops.push(op);
                         }
                     }
+                    super::extract::drop_used(&mut known.ops);
                 }
                 None => files.push(old),
             }

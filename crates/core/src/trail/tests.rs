@@ -358,3 +358,31 @@ fn commands_are_shortened() {
         format!("{}…", "x".repeat(10))
     );
 }
+
+#[test]
+fn a_relative_path_of_a_command_is_the_absolute_file_of_a_tool() {
+    let trail = extract(json!([
+        user("go"),
+        assistant(vec![call("1", "Read", json!({"file_path": "/p/lib/a.ex"}))]),
+        result("1", "x"),
+        assistant(vec![call(
+            "2",
+            "Bash",
+            json!({"command": "git add lib/a.ex docs/b.md && mix format lib/a.ex"})
+        )]),
+        result("2", ""),
+    ]));
+    let files: Vec<(&str, Vec<FileOp>, u32)> = trail
+        .files
+        .iter()
+        .map(|f| (f.path.as_str(), f.ops.clone(), f.touches))
+        .collect();
+    // `used` says nothing once `read` is known; `docs/b.md` has no absolute twin.
+    assert_eq!(
+        files,
+        vec![
+            ("docs/b.md", vec![FileOp::Used], 1),
+            ("/p/lib/a.ex", vec![FileOp::Read], 3),
+        ]
+    );
+}
