@@ -13,10 +13,12 @@
 //! Everything here is pure and deterministic: no clock, no randomness, and every list is
 //! ordered by position in the history or by a total order, never by hashing.
 //!
-//! Module layout: `extract` (messages → trail), `errors` (error identifiers and command
-//! outcomes in tool output), `requests` (which user messages are the user's), `render`
-//! (budgeted text), `parse` (text → trail, and merging), `stale` (reads superseded later).
+//! Module layout: `calls` (what a tool call names), `extract` (messages → trail), `errors`
+//! (error identifiers and command outcomes in tool output), `requests` (which user messages
+//! are the user's), `render` (budgeted text), `parse` (text → trail, and merging), `stale`
+//! (reads superseded later).
 
+mod calls;
 mod errors;
 mod extract;
 #[cfg(test)]

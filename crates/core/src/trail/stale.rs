@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use super::extract::call_files;
+use super::calls::call_files;
 use crate::conversation::{Block, Message};
 use crate::tool_names::{CallActivity, FileOp};
 

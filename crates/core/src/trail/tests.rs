@@ -347,7 +347,7 @@ fn outcomes_of_commands() {
 
 #[test]
 fn commands_are_shortened() {
-    use super::extract::short_command;
+    use super::calls::short_command;
     assert_eq!(short_command("bash -lc ls -la", 100), "ls -la");
     assert_eq!(
         short_command("git commit -m \"$(cat <<'EOF'\nmsg\nEOF\n)\"", 100),
