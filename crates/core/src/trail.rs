@@ -37,7 +37,9 @@ use crate::tool_names::FileOp;
 // Wired in phase 2: ③/⑤ render the trail after their notice, ④ puts it into sections 3, 4
 // and 6, ② uses `lines_for_errors` and `stale_reads`.
 #[allow(unused_imports)]
-pub(crate) use stale::{StaleRead, stale_reads};
+pub(crate) use render::{COMMANDS, ERRORS, REQUESTS, Rendered};
+#[allow(unused_imports)]
+pub(crate) use stale::{StaleRead, Superseder, stale_reads};
 
 /// The trail's budget and limits. `Default` gives SPEC.md's values. Public (with its
 /// fields) so that `CascadeConfig` can carry it once phase 2 re-exports it.
