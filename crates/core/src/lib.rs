@@ -98,6 +98,7 @@ mod report;
 mod retry;
 mod step;
 mod summarize;
+mod trail;
 mod truncate;
 
 use std::future::Future;

@@ -22,10 +22,10 @@
 //! ```
 
 mod excerpt;
-mod facts;
+pub(crate) mod facts;
 mod merge;
 mod render;
-mod scan;
+pub(crate) mod scan;
 mod tools;
 
 use crate::BoxFuture;

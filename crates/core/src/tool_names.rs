@@ -188,6 +188,15 @@ fn builtin_kinds() -> HashMap<&'static str, ToolKind> {
     BUILTIN.iter().copied().collect()
 }
 
+/// The built-in kind of a normalized name, judging multi-command tools by their command:
+/// the one classification that ② (through [`ToolPolicy`]) and the trail share.
+fn classify(name: &str, arguments: &Value, kinds: &HashMap<&'static str, ToolKind>) -> ToolKind {
+    if MULTI_COMMAND.contains(&name) {
+        return command_of(arguments).map_or(Other, |c| command_kind(&c));
+    }
+    kinds.get(name).copied().unwrap_or(Other)
+}
+
 fn normalized_set(names: impl IntoIterator<Item = impl AsRef<str>>) -> HashSet<String> {
     names
         .into_iter()
@@ -231,10 +240,7 @@ impl ToolPolicy {
     }
 
     fn kind_of_normalized(&self, name: &str, arguments: &Value) -> ToolKind {
-        if MULTI_COMMAND.contains(&name) {
-            return command_of(arguments).map_or(Other, |c| command_kind(&c));
-        }
-        self.kinds.get(name).copied().unwrap_or(Other)
+        classify(name, arguments, &self.kinds)
     }
 
     /// Whether ② may replace this tool's result with the placeholder.
@@ -300,208 +306,115 @@ fn scan_command(text: &str) -> Option<String> {
     None
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
+/// What a tool call did to a file, as the trail reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FileOp {
+    /// Read (a file tool's read, an editor's `view`, `cat` in a command).
+    Read,
+    /// Searched or listed (`Grep`, `Glob`, `find_file`, `ls`).
+    Searched,
+    /// Changed in place (`Edit`, `apply_patch`'s `Update File`, `sed -i`).
+    Edited,
+    /// Created or overwritten (`Write`, an editor's `create`, `> file`).
+    Created,
+    /// Deleted (`*** Delete File`, `rm`).
+    Deleted,
+    /// Named by a command or an unknown tool that does not say what it did with it.
+    Used,
+}
 
-    fn kind(name: &str, args: Value) -> ToolKind {
-        ToolPolicy::default().kind(name, &args)
-    }
-
-    fn compactable(name: &str, args: Value) -> bool {
-        ToolPolicy::default().is_compactable(name, &args)
-    }
-
-    /// Every tool name in fixtures/transcripts/*.json (`str_replace_editor`
-    /// is judged by command, below).
-    #[rustfmt::skip]
-    const FIXTURE_TOOLS: &[(&str, ToolKind)] = &[
-        ("AskUserQuestion", Other), ("Bash", Shell), ("Edit", Edit), ("Glob", Search),
-        ("Grep", Search), ("Read", Read), ("Skill", Other), ("Task", Other), ("TaskOutput", Other),
-        ("WebFetch", Fetch), ("Write", Write), ("bash", Shell), ("create", Write), ("edit", Edit),
-        ("execute_bash", Shell), ("find_file", Search), ("finish", Other), ("insert", Edit),
-        ("open", Read), ("submit", Other), ("think", Other),
+impl FileOp {
+    /// Every operation, in the order of [`FileOp::label`]s that [`FileOp::parse`] reads.
+    pub const ALL: [FileOp; 6] = [
+        FileOp::Read,
+        FileOp::Searched,
+        FileOp::Edited,
+        FileOp::Created,
+        FileOp::Deleted,
+        FileOp::Used,
     ];
 
-    /// Tool sets of the common agents, by their own spellings.
-    #[rustfmt::skip]
-    const AGENT_TOOLS: &[(&str, ToolKind)] = &[
-        // Claude Code
-        ("LS", Read), ("MultiEdit", Edit), ("NotebookEdit", Edit), ("WebSearch", Search),
-        ("TodoWrite", Other), ("BashOutput", Shell), ("ExitPlanMode", Other),
-        // Codex
-        ("shell", Shell), ("exec_command", Shell), ("apply_patch", Edit), ("read_file", Read),
-        ("list_dir", Read), ("grep_files", Search), ("update_plan", Other),
-        ("container.exec", Shell), ("write_stdin", Shell), ("view_image", Read),
-        // OpenHands
-        ("execute_ipython_cell", Shell), ("browser", Fetch), ("web_read", Fetch), ("fetch", Fetch),
-        ("edit_file", Edit),
-        // SWE-agent
-        ("goto", Read), ("scroll_up", Read), ("scroll_down", Read), ("search_dir", Search),
-        ("search_file", Search),
-        // Cline
-        ("write_to_file", Write), ("replace_in_file", Edit), ("search_files", Search),
-        ("list_files", Read), ("list_code_definition_names", Search), ("execute_command", Shell),
-        ("browser_action", Fetch), ("web_fetch", Fetch), ("attempt_completion", Other),
-        ("ask_followup_question", Other),
-        // Goose
-        ("developer__shell", Shell), ("computercontroller__web_scrape", Fetch),
-        // MCP filesystem server, bare and as Claude Code names it
-        ("read_text_file", Read), ("read_media_file", Read), ("read_multiple_files", Read),
-        ("write_file", Write), ("mcp__filesystem__edit_file", Edit), ("create_directory", Other),
-        ("list_directory", Read), ("list_directory_with_sizes", Read), ("directory_tree", Read),
-        ("move_file", Other), ("mcp__filesystem__search_files", Search), ("get_file_info", Read),
-        ("list_allowed_directories", Read),
-        // Unknown
-        ("frobnicate", Other), ("", Other),
-    ];
-
-    fn check(cases: &[(&str, ToolKind)]) {
-        let none = json!("{}");
-        for &(name, want) in cases {
-            assert_eq!(kind(name, none.clone()), want, "{name}");
-            let compact = compactable(name, none.clone());
-            assert_eq!(compact, want.is_compactable(), "{name}");
+    /// The word the trail writes.
+    pub fn label(self) -> &'static str {
+        match self {
+            FileOp::Read => "read",
+            FileOp::Searched => "searched",
+            FileOp::Edited => "edited",
+            FileOp::Created => "created",
+            FileOp::Deleted => "deleted",
+            FileOp::Used => "used",
         }
     }
 
-    #[test]
-    fn every_fixture_tool_name_is_classified() {
-        check(FIXTURE_TOOLS);
-        // str_replace_editor, with the three commands the fixtures use (OpenAI strings).
-        let args = |c: &str| json!(format!(r#"{{"command": "{c}", "path": "/w/a.pony"}}"#));
-        assert_eq!(kind("str_replace_editor", args("view")), Read);
-        assert_eq!(kind("str_replace_editor", args("str_replace")), Edit);
-        assert_eq!(kind("str_replace_editor", args("insert")), Edit);
+    /// The operation a label names.
+    pub fn parse(label: &str) -> Option<FileOp> {
+        FileOp::ALL.into_iter().find(|op| op.label() == label)
     }
 
-    #[test]
-    fn normalize_spellings() {
-        assert_eq!(normalize("read_file"), "readfile");
-        assert_eq!(normalize("Read File"), "readfile");
-        assert_eq!(normalize("readFile"), "readfile");
-        assert_eq!(normalize("read-file"), "readfile");
-        assert_eq!(normalize("mcp__filesystem__read_file"), "readfile");
-        assert_eq!(normalize("mcp__my_server__list_directory"), "listdirectory");
-        assert_eq!(normalize("functions.read_file"), "readfile");
-        assert_eq!(normalize("functions.mcp__fs__read_file"), "readfile");
-        assert_eq!(normalize("default_api:run"), "run");
-        assert_eq!(normalize("developer__text_editor"), "texteditor");
-        assert_eq!(normalize("filesystem/read_file"), "readfile");
-        assert_eq!(normalize("container.exec"), "containerexec");
-        assert_eq!(normalize("  WebFetch "), "webfetch");
-        assert_eq!(normalize("__init__"), "init");
-        assert_eq!(normalize(""), "");
-    }
-
-    #[test]
-    fn builtin_table_is_normalized_and_consistent() {
-        let mut seen = HashSet::new();
-        for (name, _) in BUILTIN {
-            assert_eq!(normalize(name), *name, "table rows are normalized");
-            assert!(seen.insert(*name), "duplicate row {name}");
-            assert!(!MULTI_COMMAND.contains(name), "{name} is judged by command");
-        }
-        for name in MULTI_COMMAND {
-            assert_eq!(normalize(name), *name);
-        }
-    }
-
-    #[test]
-    fn agent_tool_sets() {
-        check(AGENT_TOOLS);
-    }
-
-    #[test]
-    fn editors_are_judged_by_command() {
-        for editor in [
-            "str_replace_editor",
-            "str_replace_based_edit_tool",
-            "developer__text_editor",
-        ] {
-            for (command, want) in [
-                ("view", Read),
-                ("create", Write),
-                ("write", Write),
-                ("str_replace", Edit),
-                ("insert", Edit),
-                ("undo_edit", Edit),
-                ("delete_everything", Other),
-            ] {
-                let object = json!({"command": command, "path": "/a"});
-                assert_eq!(kind(editor, object.clone()), want, "{editor} {command}");
-                let string = Value::String(object.to_string());
-                assert_eq!(kind(editor, string.clone()), want, "{editor} {command}");
-                assert_eq!(compactable(editor, string), want.is_compactable());
-            }
-        }
-    }
-
-    #[test]
-    fn editor_arguments_that_do_not_say() {
-        let editor = "str_replace_editor";
-        for args in [
-            json!({}),
-            json!(null),
-            json!([]),
-            json!({"command": 3}),
-            json!("not json at all"),
-            json!(r#"{"command": 3}"#),
-            json!(r#"{"path": "/a"}"#),
-        ] {
-            assert_eq!(kind(editor, args.clone()), Other, "{args}");
-            assert!(!compactable(editor, args));
-        }
-    }
-
-    #[test]
-    fn invalid_json_strings_are_scanned() {
-        // Truncated arguments, as agents sometimes log them.
-        let cut = json!(r#"{"command": "create", "path": "/a", "file_text": "abc"#);
-        assert_eq!(kind("str_replace_editor", cut), Write);
-        let cut = json!(r#"{"path": "/a", "command" : "view""#);
-        assert_eq!(kind("str_replace_editor", cut), Read);
-        assert_eq!(
-            scan_command(r#""command" 1, "command": "insert""#).as_deref(),
-            Some("insert")
-        );
-        assert_eq!(scan_command(r#"{"command": "unterminated"#), None);
-    }
-
-    #[test]
-    fn from_names_replaces_the_list() {
-        let policy = ToolPolicy::from_names(["Read", "my_custom_reader", "Write"], ["x"]);
-        let none = json!({});
-        assert!(policy.is_compactable("read", &none));
-        assert!(policy.is_compactable("MyCustomReader", &none));
-        assert_eq!(policy.kind("my_custom_reader", &none), Other);
-        assert!(!policy.is_compactable("Bash", &none), "not listed");
-        assert!(
-            !policy.is_compactable("Write", &none),
-            "writes are never compacted"
-        );
-        assert_eq!(policy.kind("Bash", &none), Shell, "classification stays");
-        let empty = ToolPolicy::from_names(Vec::<String>::new(), Vec::<String>::new());
-        assert!(!empty.is_compactable("Read", &none));
-    }
-
-    #[test]
-    fn with_names_extends_and_never_wins() {
-        let none = json!({});
-        let policy =
-            ToolPolicy::default().with_names(["run_tests"], ["Bash", "str_replace_editor"]);
-        assert!(policy.is_compactable("run-tests", &none));
-        assert!(!policy.is_compactable("bash", &none));
-        assert!(policy.is_compactable("Read", &none));
-        assert!(!policy.is_compactable("str_replace_editor", &json!({"command": "view"})));
-        let listed = ToolPolicy::from_names(["str_replace_editor"], Vec::<&str>::new());
-        assert!(listed.is_compactable("str_replace_editor", &json!({"command": "view"})));
-        assert!(!listed.is_compactable("str_replace_editor", &json!({"command": "create"})));
-    }
-
-    #[test]
-    fn kind_serializes_snake_case() {
-        assert_eq!(serde_json::to_value(Search).unwrap(), "search");
+    /// Whether the operation changes the file (so an earlier read of it is stale).
+    pub fn changes_file(self) -> bool {
+        matches!(self, FileOp::Edited | FileOp::Created | FileOp::Deleted)
     }
 }
+
+/// What a tool call is for the trail: a file tool (with what it does to the paths in its
+/// arguments), a shell tool (its `command` is listed), or anything else (its paths still
+/// count, as [`FileOp::Used`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallActivity {
+    File(FileOp),
+    Command,
+    Other,
+}
+
+/// File tools that ② leaves alone (nothing to re-read) but that the trail reports.
+#[rustfmt::skip]
+const FILE_STATE_TOOLS: &[(&str, FileOp)] = &[
+    ("createdirectory", FileOp::Created), ("movefile", FileOp::Created),
+    ("deletefile", FileOp::Deleted), ("removefile", FileOp::Deleted),
+];
+
+/// Tools that move a file: the trail reports their source as deleted.
+pub const MOVE_TOOLS: &[&str] = &["movefile", "renamefile", "move", "rename"];
+
+/// What the tool `name` did with these `arguments`, for the trail. Same table and same
+/// [`normalize`] as [`ToolPolicy::kind`]: `str_replace_editor` is judged by its command.
+pub fn call_activity(name: &str, arguments: &Value) -> CallActivity {
+    static KINDS: std::sync::OnceLock<HashMap<&'static str, ToolKind>> = std::sync::OnceLock::new();
+    let name = normalize(name);
+    if let Some((_, op)) = FILE_STATE_TOOLS.iter().find(|(n, _)| *n == name) {
+        return CallActivity::File(*op);
+    }
+    match classify(&name, arguments, KINDS.get_or_init(builtin_kinds)) {
+        Read => CallActivity::File(FileOp::Read),
+        Search => CallActivity::File(FileOp::Searched),
+        Edit => CallActivity::File(FileOp::Edited),
+        Write => CallActivity::File(FileOp::Created),
+        Shell => CallActivity::Command,
+        Fetch | Other => CallActivity::Other,
+    }
+}
+
+/// The files a Codex `apply_patch` envelope adds, updates, moves or deletes, in order
+/// (`*** Update File: src/lib.rs`). Any text may hold one: the tool's `input`, or the
+/// here-document of a shell command.
+pub fn patch_files(text: &str) -> impl Iterator<Item = (FileOp, &str)> {
+    const HEADERS: [(&str, FileOp); 4] = [
+        ("*** Add File: ", FileOp::Created),
+        ("*** Update File: ", FileOp::Edited),
+        ("*** Delete File: ", FileOp::Deleted),
+        ("*** Move to: ", FileOp::Created),
+    ];
+    let has_patch = text.contains("*** ");
+    text.lines().filter(move |_| has_patch).filter_map(|line| {
+        let line = line.trim();
+        HEADERS.iter().find_map(|(prefix, op)| {
+            let path = line.strip_prefix(prefix)?.trim();
+            (!path.is_empty()).then_some((*op, path))
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests;

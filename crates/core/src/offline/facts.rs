@@ -33,7 +33,7 @@ const COMMAND: u8 = 16;
 pub(crate) const MENTIONED: u8 = 32;
 
 /// Argument keys that hold a file or directory path, across agents.
-const PATH_KEYS: &[&str] = &[
+pub(crate) const PATH_KEYS: &[&str] = &[
     "path",
     "file_path",
     "filePath",
@@ -57,7 +57,7 @@ const PATH_KEYS: &[&str] = &[
     "workdir",
 ];
 /// Argument keys that hold a shell command.
-const COMMAND_KEYS: &[&str] = &["command", "cmd", "script", "commands"];
+pub(crate) const COMMAND_KEYS: &[&str] = &["command", "cmd", "script", "commands"];
 /// How much of one text is scanned for paths, identifiers and todo lines: the head of a
 /// huge paste or tool output carries its names; the rest would only add noise.
 const SCAN_HEAD: usize = 16 * 1024;

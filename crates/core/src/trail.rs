@@ -1,0 +1,178 @@
+//! The trail: what a removal leaves behind so that the agent can go on (SPEC.md "The
+//! trail").
+//!
+//! A bare "[context compacted: 131 earlier messages removed]" makes an agent forget which
+//! files it touched, which errors it hit and what the user asked. The trail is extracted
+//! from the removed messages, with no model call: the files named in tool-call arguments
+//! (with what was done to them, most recent first), the commands a shell tool ran (with their
+//! outcome), the error identifiers of tool results (with "fixed later" where the history
+//! shows it), and the user's requests verbatim. It is rendered as lines that follow a notice
+//! (the marker stays the first line), within a budget, by priority, saying what it left out;
+//! and it is parsed back from an earlier notice, so repeated compactions merge their trails.
+//!
+//! Everything here is pure and deterministic: no clock, no randomness, and every list is
+//! ordered by position in the history or by a total order, never by hashing.
+//!
+//! Module layout: `calls` (what a tool call names), `extract` (messages → trail), `errors`
+//! (error identifiers and command outcomes in tool output), `requests` (which user messages
+//! are the user's), `render` (budgeted text), `parse` (text → trail, and merging), `stale`
+//! (reads superseded later).
+
+mod calls;
+mod errors;
+mod extract;
+#[cfg(test)]
+mod fixture_tests;
+mod parse;
+mod render;
+#[cfg(test)]
+mod render_tests;
+mod requests;
+mod stale;
+#[cfg(test)]
+mod tests;
+
+use crate::tool_names::FileOp;
+
+// Wired in phase 2: ③/⑤ render the trail after their notice, ④ puts it into sections 3, 4
+// and 6, ② uses `lines_for_errors` and `stale_reads`.
+#[allow(unused_imports)]
+pub(crate) use render::{COMMANDS, ERRORS, REQUESTS, Rendered};
+#[allow(unused_imports)]
+pub(crate) use stale::{StaleRead, Superseder, stale_reads};
+
+/// The trail's budget and limits. `Default` gives SPEC.md's values. Public (with its
+/// fields) so that `CascadeConfig` can carry it once phase 2 re-exports it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TrailConfig {
+    /// The trail may take at most this share of E.
+    pub max_share: f64,
+    /// ... and at most this many tokens.
+    pub max_tokens: u64,
+    /// A user request longer than this many characters is cut to its head, the cut marked.
+    pub request_chars: usize,
+    /// A command is listed by its first line, cut to this many characters.
+    pub command_chars: usize,
+}
+
+impl Default for TrailConfig {
+    fn default() -> Self {
+        TrailConfig {
+            max_share: 0.15,
+            max_tokens: 4_000,
+            request_chars: 400,
+            command_chars: 100,
+        }
+    }
+}
+
+#[allow(dead_code)] // wired in phase 2
+impl TrailConfig {
+    /// The trail's token budget for an effective window of `effective` tokens.
+    pub fn budget(&self, effective: u64) -> u64 {
+        let share = (effective as f64 * self.max_share).floor().max(0.0) as u64;
+        share.min(self.max_tokens)
+    }
+}
+
+/// A file named by removed tool calls.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct FileEntry {
+    pub(crate) path: String,
+    /// What was done to it, most recent first, each once.
+    pub(crate) ops: Vec<FileOp>,
+    /// How many calls named it.
+    pub(crate) touches: u32,
+}
+
+/// A distinct command run by a shell tool.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct CommandEntry {
+    /// The command, shortened to its first line and a few dozen characters.
+    pub(crate) command: String,
+    /// How many times it ran.
+    pub(crate) runs: u32,
+    /// What its latest run's result said (`exit 1`, `5 tests, 2 failures`), if anything.
+    pub(crate) outcome: Option<String>,
+}
+
+/// An error identifier seen in a tool result.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ErrorEntry {
+    /// `RuntimeError: first line of the message`, `E0308: mismatched types`,
+    /// `failing test: name`, or a tool's own failure line.
+    pub(crate) text: String,
+    /// The call that produced it: a shortened command, or a tool and its path.
+    pub(crate) source: Option<String>,
+    /// A later step in the history shows it fixed.
+    pub(crate) fixed: bool,
+}
+
+/// How many entries of each kind earlier renderings left out for space (carried forward so
+/// that the count stays honest across compactions).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct LeftOut {
+    pub(crate) requests: usize,
+    pub(crate) errors: usize,
+    pub(crate) files: usize,
+    pub(crate) commands: usize,
+}
+
+impl LeftOut {
+    fn total(&self) -> usize {
+        self.requests + self.errors + self.files + self.commands
+    }
+}
+
+/// One run of a tool whose outcome can show an earlier error fixed (not rendered).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Run {
+    /// The command's program (`mix test`, `cargo test`) or the tool and its path.
+    pub(crate) program: String,
+    /// The run reported no failure.
+    pub(crate) succeeded: bool,
+    /// It printed a test report (so errors it does not list are gone).
+    pub(crate) test_report: bool,
+    /// The keys of the errors it reported.
+    pub(crate) keys: Vec<String>,
+}
+
+/// What a removal leaves behind. Built by [`Trail::extract`] or [`Trail::parse`], combined
+/// by [`Trail::merge`], written by [`Trail::render`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Trail {
+    /// Every user request of the removed range, oldest first, verbatim (cut past the limit).
+    pub(crate) requests: Vec<String>,
+    /// Error identifiers, first seen first.
+    pub(crate) errors: Vec<ErrorEntry>,
+    /// Files, most recently touched first.
+    pub(crate) files: Vec<FileEntry>,
+    /// Commands, first run first.
+    pub(crate) commands: Vec<CommandEntry>,
+    /// Entries earlier renderings left out.
+    pub(crate) left_out: LeftOut,
+    /// Runs seen after the removed range's errors (removed or later messages), in order:
+    /// what a merge uses to mark an earlier trail's errors fixed.
+    pub(crate) runs: Vec<Run>,
+}
+
+impl Trail {
+    /// Drops the tool failures (not identifiers) that a later call shows fixed: a retried
+    /// edit that then worked leaves nothing the agent needs to know.
+    fn forget_fixed_failures(&mut self) {
+        self.errors
+            .retain(|e| !e.fixed || errors::is_identifier(&e.text));
+    }
+}
+
+#[allow(dead_code)] // wired in phase 2
+impl Trail {
+    /// Whether there is nothing to say.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.requests.is_empty()
+            && self.errors.is_empty()
+            && self.files.is_empty()
+            && self.commands.is_empty()
+            && self.left_out.total() == 0
+    }
+}

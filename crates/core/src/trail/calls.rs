@@ -1,0 +1,227 @@
+//! What one tool call names: its files (with what it did to each), its command, whether
+//! it read only part of a file. Paths come from the offline summarizer's argument keys
+//! (`offline/facts.rs`) and path recogniser (`offline/scan.rs`); what a call does, from
+//! `tool_names` (the table ② uses); what a shell step does to a path, from its verb.
+
+use serde_json::{Map, Value};
+
+use super::errors;
+use crate::conversation::ToolCall;
+use crate::offline::facts::{COMMAND_KEYS, PATH_KEYS};
+use crate::offline::scan::{self, PathContext};
+use crate::tool_names::{self, CallActivity, FileOp};
+
+/// Argument keys that make a read partial: a later partial read of other lines does not
+/// make an earlier read stale.
+const RANGE_KEYS: &[&str] = &[
+    "offset",
+    "limit",
+    "view_range",
+    "line_number",
+    "start_line",
+    "end_line",
+    "line_range",
+];
+/// How much of one command is scanned for paths.
+const COMMAND_SCAN: usize = 16 * 1024;
+
+/// What one call names: its activity, its files (with what it did to each, in argument
+/// order), its command and whether it read only part of a file.
+#[derive(Debug, Clone)]
+pub(crate) struct CallFiles {
+    pub(crate) activity: CallActivity,
+    pub(crate) files: Vec<(FileOp, String)>,
+    pub(crate) command: Option<String>,
+    /// The range arguments of a partial read, as JSON text (`None`: the whole file).
+    pub(crate) range: Option<String>,
+}
+
+/// The arguments of a call as a JSON value (an unparsable OpenAI string stays a string).
+fn arguments(call: &ToolCall) -> Value {
+    call.arguments_value()
+        .unwrap_or_else(|| Value::String(call.arguments_text().into_owned()))
+}
+
+/// Reads a call's arguments. `current_file`: the file an editor without a path argument
+/// works on (SWE-agent's `edit` and `insert` change the file `open` or `create` opened).
+pub(crate) fn call_files(call: &ToolCall, current_file: Option<&str>) -> CallFiles {
+    let args = arguments(call);
+    let activity = tool_names::call_activity(&call.name, &args);
+    let is_move = tool_names::MOVE_TOOLS.contains(&tool_names::normalize(&call.name).as_str());
+    let mut out = CallFiles {
+        activity,
+        files: Vec::new(),
+        command: None,
+        range: None,
+    };
+    let op = match activity {
+        CallActivity::File(op) => op,
+        CallActivity::Command | CallActivity::Other => FileOp::Used,
+    };
+    walk(&args, None, op, is_move, &mut out);
+    if out.files.is_empty() && op == FileOp::Edited {
+        if let Some(path) = current_file {
+            out.files.push((op, path.to_owned()));
+        }
+    }
+    if let Value::Object(map) = &args {
+        out.range = range_of(map);
+    }
+    out
+}
+
+fn range_of(map: &Map<String, Value>) -> Option<String> {
+    let range: Map<String, Value> = RANGE_KEYS
+        .iter()
+        .filter_map(|k| {
+            Some((
+                (*k).to_owned(),
+                map.get(*k).filter(|v| !v.is_null())?.clone(),
+            ))
+        })
+        .collect();
+    (!range.is_empty()).then(|| Value::Object(range).to_string())
+}
+
+fn walk(value: &Value, key: Option<&str>, op: FileOp, is_move: bool, out: &mut CallFiles) {
+    match value {
+        Value::String(s) => match key {
+            Some(k) if PATH_KEYS.contains(&k) => {
+                let op = match k {
+                    "source" | "old_path" if is_move => FileOp::Deleted,
+                    _ => op,
+                };
+                push_path(out, op, s);
+            }
+            Some(k) if COMMAND_KEYS.contains(&k) && out.activity == CallActivity::Command => {
+                command(s, out);
+            }
+            _ => {
+                for (op, path) in tool_names::patch_files(s) {
+                    push_path(out, op, path);
+                }
+                // An unknown tool still names files: a lone path-looking value.
+                let lone = !s.contains(char::is_whitespace) && out.activity == CallActivity::Other;
+                if let Some(path) = lone
+                    .then(|| scan::clean_path(s, PathContext::Prose))
+                    .flatten()
+                {
+                    push_path(out, FileOp::Used, path);
+                }
+            }
+        },
+        Value::Array(items) => {
+            let is_command = key.is_some_and(|k| COMMAND_KEYS.contains(&k));
+            if is_command && out.activity == CallActivity::Command {
+                // Codex: `["bash", "-lc", "cat src/lib.rs"]`
+                let words: Vec<&str> = items.iter().filter_map(Value::as_str).collect();
+                command(&words.join(" "), out);
+            } else {
+                items.iter().for_each(|v| walk(v, key, op, is_move, out));
+            }
+        }
+        Value::Object(map) => {
+            for (k, v) in map {
+                walk(v, Some(k), op, is_move, out);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn push_path(out: &mut CallFiles, op: FileOp, path: &str) {
+    let path = path.trim();
+    let trivial = matches!(path, "" | "." | ".." | "./" | "../" | "/" | "~");
+    if trivial || path.len() > 500 || path.contains('\n') || path.contains("://") {
+        return;
+    }
+    out.files.push((op, path.to_owned()));
+}
+
+fn command(text: &str, out: &mut CallFiles) {
+    let text = text.trim();
+    let scanned = &text[..errors::floor(text, COMMAND_SCAN)];
+    let heredoc = scanned.find("<<").unwrap_or(scanned.len());
+    for path in scan::command_paths(scanned) {
+        // `command_paths` yields slices of `scanned`: where the path sits tells its verb.
+        let at = (path.as_ptr() as usize).wrapping_sub(scanned.as_ptr() as usize);
+        let op = if at >= heredoc || at > scanned.len() {
+            FileOp::Used
+        } else {
+            shell_op(&scanned[..at])
+        };
+        push_path(out, op, path);
+    }
+    for (op, path) in tool_names::patch_files(scanned) {
+        push_path(out, op, path);
+    }
+    if out.command.is_none() {
+        out.command = Some(text.to_owned());
+    }
+}
+
+/// What the shell step ending at a path does to it, from the step's verb (`cat` reads,
+/// `rm` deletes, `> file` creates); [`FileOp::Used`] when the verb does not say.
+fn shell_op(before: &str) -> FileOp {
+    let start = ["&&", "||", ";", "|", "\n", "$(", "`", "("]
+        .iter()
+        .filter_map(|sep| before.rfind(sep).map(|i| i + sep.len()))
+        .max()
+        .unwrap_or(0);
+    let step = &before[start..];
+    if step.trim_end().ends_with('>') {
+        return FileOp::Created;
+    }
+    let mut words = step.split_whitespace().skip_while(|w| {
+        // Wrappers before the verb: `sudo`, `env A=b`, Codex's `bash -lc`.
+        let wrapper = matches!(
+            *w,
+            "sudo" | "env" | "time" | "xargs" | "command" | "bash" | "sh" | "zsh"
+        );
+        wrapper || w.contains('=') || matches!(*w, "-c" | "-lc" | "-l")
+    });
+    let verb = words.next().unwrap_or("");
+    let verb = verb.rsplit('/').next().unwrap_or(verb);
+    let in_place = step.contains(" -i");
+    match verb {
+        "sed" | "perl" if in_place => FileOp::Edited,
+        "cat" | "head" | "tail" | "less" | "more" | "bat" | "nl" | "wc" | "diff" | "sed"
+        | "awk" | "source" | "." | "view" | "stat" | "file" => FileOp::Read,
+        "grep" | "egrep" | "rg" | "ag" | "ack" | "find" | "fd" | "ls" | "tree" | "du" => {
+            FileOp::Searched
+        }
+        "rm" | "rmdir" | "unlink" | "shred" => FileOp::Deleted,
+        "touch" | "mkdir" | "tee" => FileOp::Created,
+        "chmod" | "patch" | "truncate" => FileOp::Edited,
+        "git" => match words.next().unwrap_or("") {
+            "rm" => FileOp::Deleted,
+            "grep" | "ls-files" => FileOp::Searched,
+            "diff" | "log" | "show" | "blame" => FileOp::Read,
+            _ => FileOp::Used,
+        },
+        _ => FileOp::Used,
+    }
+}
+
+/// A command as the trail lists it: its first line without a `bash -lc` wrapper, cut.
+pub(crate) fn short_command(command: &str, max: usize) -> String {
+    let mut text = command.trim();
+    for wrapper in [
+        "bash -lc ",
+        "bash -c ",
+        "sh -c ",
+        "sh -lc ",
+        "zsh -lc ",
+        "zsh -c ",
+    ] {
+        text = text.strip_prefix(wrapper).unwrap_or(text).trim();
+    }
+    let mut lines = text.lines();
+    let first = lines.next().unwrap_or("").trim();
+    let short = errors::cut(first, max);
+    if lines.next().is_some() && !short.ends_with('…') {
+        format!("{short} …")
+    } else {
+        short
+    }
+}

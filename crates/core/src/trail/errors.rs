@@ -1,0 +1,322 @@
+//! Error identifiers and command outcomes, read from tool output.
+//!
+//! An identifier is what an agent would search for to find the error again: an exception
+//! class with the first line of its message, a compiler error code, a failing test's name.
+//! Each pattern is anchored on the shape a runtime prints (`ValueError: ...` at a line's
+//! start, `** (RuntimeError) ...`, `error[E0308]: ...`), not on the bare word, because file
+//! contents are full of `raise ValueError(...)` that are code, not errors. Which results are
+//! looked at (shell output fully, file contents only for the tool's own failure) follows the
+//! offline summarizer, whose recognisers (`offline/scan.rs`) this module reuses.
+
+use std::sync::OnceLock;
+
+use regex::Regex;
+
+use crate::offline::scan;
+
+/// Longest message kept after an exception class or an error code.
+const MESSAGE_CHARS: usize = 140;
+/// At most this many identifiers from one result (a run with 300 failing tests says
+/// enough with the first ones).
+const IDS_PER_RESULT: usize = 12;
+/// Only the head and the tail of a huge output are scanned: errors and reports are there.
+const SCAN_HEAD: usize = 64 * 1024;
+const SCAN_TAIL: usize = 16 * 1024;
+
+const FAILING_TEST: &str = "failing test: ";
+
+#[allow(clippy::expect_used)]
+fn regex(cell: &'static OnceLock<Regex>, pattern: &str) -> &'static Regex {
+    cell.get_or_init(|| Regex::new(pattern).expect("static regex"))
+}
+
+/// `ValueError: msg`, `E   AssertionError: ...` (pytest), `** (RuntimeError) msg` (Elixir),
+/// `Caused by: java.io.IOException: msg`, `Uncaught TypeError: msg`.
+fn exception_regex() -> &'static Regex {
+    static RE: OnceLock<Regex> = OnceLock::new();
+    regex(
+        &RE,
+        concat!(
+            r#"(?m)^[ \t]*(?:E[ \t]+|\*\* \(|Uncaught |Caused by: |Exception in thread "[^"\n]*" )?"#,
+            r"((?:[A-Za-z_][A-Za-z0-9_]*\.)*[A-Z][A-Za-z0-9_]*(?:Error|Exception))",
+            r"(?:\)|:|[ \t]*$)[ \t]*([^\n]*)",
+        ),
+    )
+}
+
+/// An exception struct in a log line (Elixir: `%Jason.DecodeError{position: 0, ...}`).
+fn struct_regex() -> &'static Regex {
+    static RE: OnceLock<Regex> = OnceLock::new();
+    regex(
+        &RE,
+        r"%((?:[A-Z][A-Za-z0-9_]*\.)*[A-Z][A-Za-z0-9_]*(?:Error|Exception))\{([^\n]*)",
+    )
+}
+
+/// `error[E0308]: msg` (rustc), `error TS2345: msg` (tsc), `error CS0103: msg` (csc).
+fn code_regex() -> &'static Regex {
+    static RE: OnceLock<Regex> = OnceLock::new();
+    regex(&RE, r"\berror(?:\[| )([A-Z]{1,4}\d{3,5})\]?:[ \t]*([^\n]*)")
+}
+
+/// Failing tests: pytest `FAILED path::name`, cargo `test name ... FAILED`, go
+/// `--- FAIL: Name`, ExUnit `  1) test name (Module)`, jest `✕ name`.
+fn test_regex() -> &'static Regex {
+    static RE: OnceLock<Regex> = OnceLock::new();
+    regex(
+        &RE,
+        concat!(
+            r"(?m)^(?:FAILED ([^\s]+)",
+            r"|test ([^\s]+) \.\.\. FAILED",
+            r"|[ \t]*--- FAIL: ([^\s]+)",
+            r"|[ \t]+\d+\) (test .+ \([A-Za-z0-9_.]+\))[ \t]*$",
+            r"|[ \t]*✕ (.+?)(?: \(\d+ ?ms\))?[ \t]*$)",
+        ),
+    )
+}
+
+/// `Exit code 2` (Claude Code), `[The command completed with exit code 0.]` (OpenHands),
+/// `exit status 1`, `exited with code 1`.
+fn exit_regex() -> &'static Regex {
+    static RE: OnceLock<Regex> = OnceLock::new();
+    regex(
+        &RE,
+        r"(?i)\bexit(?:ed)?(?: with)? (?:code|status)[: ]*(-?\d+)",
+    )
+}
+
+/// `14 doctests, 297 tests, 11 failures` (ExUnit), `3 passed`, `1 failed` (pytest, cargo,
+/// jest).
+fn tests_regex() -> &'static Regex {
+    static RE: OnceLock<Regex> = OnceLock::new();
+    regex(
+        &RE,
+        r"(?i)\b(\d+) tests?, (\d+) failures?|\b(\d+) passed|\b(\d+) failed",
+    )
+}
+
+/// The part of a long output that is scanned: its head and its tail.
+fn scanned(text: &str) -> (&str, &str) {
+    if text.len() <= SCAN_HEAD + SCAN_TAIL {
+        return (text, "");
+    }
+    let head = floor(text, SCAN_HEAD);
+    let tail = floor(text, text.len() - SCAN_TAIL);
+    (&text[..head], &text[tail..])
+}
+
+/// What kind of output a tool result is, for error recognition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Output {
+    /// File content (a read, a search, an edit's snippet): only the tool's own failure
+    /// message, on its first line, counts.
+    Content,
+    /// A command's output: read fully; its failure is also in the command's outcome.
+    Shell,
+    /// Anything else: read fully.
+    Other,
+}
+
+/// The error identifiers of a tool result, in order of appearance, each once. `flagged`:
+/// the result is marked as an error; when no identifier is found in a non-shell result,
+/// its first error line stands for one (a shell's failure is its command's outcome).
+pub(crate) fn error_ids(text: &str, output: Output, flagged: bool) -> Vec<String> {
+    if output == Output::Content && !flagged {
+        return scan::failure_head(text)
+            .map(|line| vec![cut(&line, MESSAGE_CHARS)])
+            .unwrap_or_default();
+    }
+    let (head, tail) = scanned(text);
+    let mut ids: Vec<String> = Vec::new();
+    for part in [head, tail] {
+        identifiers(part, &mut ids);
+    }
+    if ids.is_empty() && flagged && output != Output::Shell {
+        let (lines, _) = scan::error_lines(head, 1);
+        let first = lines
+            .first()
+            .copied()
+            .or_else(|| head.lines().map(str::trim).find(|l| !l.is_empty()));
+        ids.extend(first.map(|l| cut(l, MESSAGE_CHARS)));
+    }
+    ids
+}
+
+fn identifiers(text: &str, ids: &mut Vec<String>) {
+    // Collected with their position, so that the three kinds interleave in output order.
+    let mut found: Vec<(usize, String)> = Vec::new();
+    for c in exception_regex().captures_iter(text) {
+        if let (Some(all), Some(class)) = (c.get(0), c.get(1)) {
+            let message = c.get(2).map_or("", |m| m.as_str()).trim();
+            found.push((all.start(), with_message(class.as_str(), message)));
+        }
+    }
+    for c in struct_regex().captures_iter(text) {
+        if let (Some(all), Some(class)) = (c.get(0), c.get(1)) {
+            let fields = c.get(2).map_or("", |m| m.as_str()).trim();
+            found.push((all.start(), with_message(class.as_str(), fields)));
+        }
+    }
+    for c in code_regex().captures_iter(text) {
+        if let (Some(all), Some(code)) = (c.get(0), c.get(1)) {
+            let message = c.get(2).map_or("", |m| m.as_str()).trim();
+            found.push((all.start(), with_message(code.as_str(), message)));
+        }
+    }
+    for c in test_regex().captures_iter(text) {
+        let name = (1..=5).find_map(|i| c.get(i));
+        if let (Some(all), Some(name)) = (c.get(0), name) {
+            let name = cut(name.as_str().trim(), MESSAGE_CHARS);
+            found.push((all.start(), format!("{FAILING_TEST}{name}")));
+        }
+    }
+    found.sort_by_key(|(at, _)| *at);
+    for (_, id) in found {
+        if ids.len() >= IDS_PER_RESULT {
+            break;
+        }
+        if !ids.contains(&id) {
+            ids.push(id);
+        }
+    }
+}
+
+fn with_message(name: &str, message: &str) -> String {
+    if message.is_empty() {
+        name.to_owned()
+    } else {
+        format!("{name}: {}", cut(message, MESSAGE_CHARS))
+    }
+}
+
+/// Whether an error text is an identifier (an exception, a code, a failing test) rather
+/// than a tool's own failure line (`ERROR: No replacement was performed ...`).
+pub(crate) fn is_identifier(text: &str) -> bool {
+    if text.starts_with(FAILING_TEST) {
+        return true;
+    }
+    let name = key_of(text);
+    name != text
+        && (name.ends_with("Error")
+            || name.ends_with("Exception")
+            || name.len() <= 9
+                && name.bytes().any(|b| b.is_ascii_digit())
+                && name.bytes().all(|b| b.is_ascii_alphanumeric()))
+}
+
+/// What must disappear from a later run for an error to count as fixed: the test's name,
+/// else the class or the code before `: `, else the whole text.
+pub(crate) fn key_of(text: &str) -> &str {
+    if let Some(name) = text.strip_prefix(FAILING_TEST) {
+        return name;
+    }
+    match text.split_once(": ") {
+        Some((name, _)) if !name.contains(char::is_whitespace) => name,
+        _ => text,
+    }
+}
+
+/// What a command's result says about how it went.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Outcome {
+    pub(crate) exit: Option<i64>,
+    /// The test report (`297 tests, 11 failures`, `3 passed, 1 failed`) and its failures.
+    pub(crate) tests: Option<(String, u64)>,
+}
+
+impl Outcome {
+    /// Reads the exit code and the last test report of a command's output.
+    pub(crate) fn of(text: &str) -> Outcome {
+        let (head, tail) = scanned(text);
+        let body = if tail.is_empty() { head } else { tail };
+        // Claude Code writes the code on the first line; others at the end.
+        let exit = exit_regex()
+            .captures(text.lines().next().unwrap_or(""))
+            .or_else(|| exit_regex().captures_iter(body).last())
+            .and_then(|c| c.get(1)?.as_str().parse().ok());
+        Outcome {
+            exit,
+            tests: test_report(body),
+        }
+    }
+
+    /// The outcome as the trail writes it, if the output stated one.
+    pub(crate) fn text(&self) -> Option<String> {
+        match (&self.tests, self.exit) {
+            (Some((report, _)), Some(code)) if code != 0 => Some(format!("{report}; exit {code}")),
+            (Some((report, _)), _) => Some(report.clone()),
+            (None, Some(code)) => Some(format!("exit {code}")),
+            (None, None) => None,
+        }
+    }
+
+    /// Whether the run reported no failure (`flagged`: the result is marked as an error).
+    pub(crate) fn succeeded(&self, flagged: bool) -> bool {
+        !flagged && self.exit.is_none_or(|c| c == 0) && self.tests.as_ref().is_none_or(|t| t.1 == 0)
+    }
+}
+
+/// The last line of `text` that reports test counts, as the trail writes it.
+fn test_report(text: &str) -> Option<(String, u64)> {
+    let re = tests_regex();
+    let line = text.lines().rev().find(|l| re.is_match(l))?;
+    let (mut passed, mut failed, mut exunit) = (None, None, None);
+    for c in re.captures_iter(line) {
+        let num = |i: usize| c.get(i).and_then(|m| m.as_str().parse::<u64>().ok());
+        if let (Some(tests), Some(failures)) = (num(1), num(2)) {
+            exunit = Some((tests, failures));
+        }
+        passed = passed.or(num(3));
+        failed = failed.or(num(4));
+    }
+    if let Some((tests, failures)) = exunit {
+        let s = |n: u64| if n == 1 { "" } else { "s" };
+        let text = format!(
+            "{tests} test{}, {failures} failure{}",
+            s(tests),
+            s(failures)
+        );
+        return Some((text, failures));
+    }
+    let failed_count = failed.unwrap_or(0);
+    let text = match (passed, failed) {
+        (Some(p), Some(f)) => format!("{p} passed, {f} failed"),
+        (Some(p), None) => format!("{p} passed"),
+        (None, Some(f)) => format!("{f} failed"),
+        (None, None) => return None,
+    };
+    Some((text, failed_count))
+}
+
+/// The program of a command: the first two words of its first step that is not a `cd`
+/// (`mix test`, `cargo test`, `python reproduce.py`). Runs of one program can show an
+/// error of another run of it fixed. For a tool source (`Edit lib/a.ex`), the source.
+pub(crate) fn program(source: &str) -> String {
+    let step = source
+        .split("&&")
+        .flat_map(|s| s.split(';'))
+        .map(str::trim)
+        .find(|s| !s.is_empty() && !s.starts_with("cd "))
+        .unwrap_or(source);
+    step.split_whitespace()
+        .take(2)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// `text` cut to at most `max` characters (on a char boundary), `…` marking the cut.
+pub(crate) fn cut(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        None => text.to_owned(),
+        Some((at, _)) => format!("{}…", text[..at].trim_end()),
+    }
+}
+
+/// The largest char boundary of `text` at or below `max`.
+pub(crate) fn floor(text: &str, max: usize) -> usize {
+    let mut index = text.len().min(max);
+    while index > 0 && !text.is_char_boundary(index) {
+        index -= 1;
+    }
+    index
+}

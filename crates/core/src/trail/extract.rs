@@ -1,0 +1,356 @@
+//! Messages → trail, in one pass over the removed messages and one over the later ones.
+//!
+//! Paths and commands come from tool-call arguments (the argument keys and the path
+//! recogniser of the offline summarizer, `offline/facts.rs` and `offline/scan.rs`), errors
+//! and outcomes from tool results ([`super::errors`]), requests from user messages. Later
+//! messages are read only for the runs that can show an error fixed. Hash maps serve
+//! lookups only; every list keeps history order.
+
+use std::collections::HashMap;
+
+use serde_json::{Map, Value};
+
+use super::calls::{call_files, short_command};
+use super::errors::{self, Outcome, Output};
+use super::requests;
+use super::{CommandEntry, ErrorEntry, FileEntry, Run, Trail, TrailConfig};
+use crate::conversation::{Block, Message, Role, ToolCall, ToolResult};
+use crate::markers;
+use crate::tool_names::{CallActivity, FileOp};
+
+/// What a call is, remembered until its result comes.
+struct CallInfo {
+    output: Output,
+    /// The shortened command, for a shell tool.
+    command: Option<String>,
+    /// What produced an error of this call: the command, or the tool and its first path.
+    source: String,
+}
+
+/// The one-pass builder.
+pub(crate) struct Extractor<'c> {
+    config: &'c TrailConfig,
+    trail: Trail,
+    calls: HashMap<String, CallInfo>,
+    file_index: HashMap<String, usize>,
+    file_last: Vec<u64>,
+    command_index: HashMap<String, usize>,
+    error_index: HashMap<String, usize>,
+    /// Per error: the index in `runs` of its latest occurrence, and its program.
+    error_at: Vec<(usize, String)>,
+    runs: Vec<Run>,
+    /// Earlier trails met in the removed range (in notices and summaries).
+    embedded: Vec<Trail>,
+    current_file: Option<String>,
+    seq: u64,
+}
+
+impl<'c> Extractor<'c> {
+    pub(crate) fn new(config: &'c TrailConfig) -> Self {
+        Extractor {
+            config,
+            trail: Trail::default(),
+            calls: HashMap::new(),
+            file_index: HashMap::new(),
+            file_last: Vec::new(),
+            command_index: HashMap::new(),
+            error_index: HashMap::new(),
+            error_at: Vec::new(),
+            runs: Vec::new(),
+            embedded: Vec::new(),
+            current_file: None,
+            seq: 0,
+        }
+    }
+
+    /// Takes a message into account: `removed` ones fill the trail, later ones only
+    /// show errors fixed.
+    pub(crate) fn message(&mut self, message: &Message, removed: bool) {
+        if removed && message.role() == Role::User {
+            self.user(message);
+        }
+        for block in message.blocks() {
+            match block {
+                Block::ToolCall(call) => self.call(call, removed),
+                Block::ToolResult(result) => self.result(result, message, removed),
+                _ => {}
+            }
+        }
+    }
+
+    fn user(&mut self, message: &Message) {
+        let mut own: Vec<&str> = Vec::new();
+        for text in message.blocks().iter().filter_map(Block::as_text) {
+            let trimmed = text.trim_start();
+            if markers::is_cascade_notice(trimmed) {
+                let earlier = Trail::parse(trimmed);
+                if !earlier.is_empty() {
+                    self.embedded.push(earlier);
+                }
+            } else if !requests::is_harness(trimmed) {
+                own.push(text);
+            }
+        }
+        let text = own.join("\n");
+        if !text.trim().is_empty() {
+            let quoted = requests::quote(&text, self.config.request_chars);
+            if !self.trail.requests.contains(&quoted) {
+                self.trail.requests.push(quoted);
+            }
+        }
+    }
+
+    fn call(&mut self, call: &ToolCall, removed: bool) {
+        let files = call_files(call, self.current_file.as_deref());
+        let output = match files.activity {
+            CallActivity::File(_) => Output::Content,
+            CallActivity::Command => Output::Shell,
+            CallActivity::Other => Output::Other,
+        };
+        let command = files
+            .command
+            .as_deref()
+            .map(|c| short_command(c, self.config.command_chars));
+        let source = match (&command, files.files.first()) {
+            (Some(c), _) => c.clone(),
+            (None, Some((_, path))) => format!("{} {path}", call.name),
+            (None, None) => call.name.clone(),
+        };
+        if matches!(
+            files.activity,
+            CallActivity::File(FileOp::Read | FileOp::Created)
+        ) {
+            if let Some((_, path)) = files.files.first() {
+                self.current_file = Some(path.clone());
+            }
+        }
+        if removed {
+            for (op, path) in &files.files {
+                self.touch(path, *op);
+            }
+            if let Some(c) = &command {
+                self.command_run(c);
+            }
+        }
+        let info = CallInfo {
+            output,
+            command,
+            source,
+        };
+        // Ids may be reused across turns: a result answers the latest call with its id.
+        self.calls.insert(call.id.clone(), info);
+    }
+
+    fn touch(&mut self, path: &str, op: FileOp) {
+        self.seq += 1;
+        let index = match self.file_index.get(path) {
+            Some(&i) => i,
+            None => {
+                self.file_index
+                    .insert(path.to_owned(), self.trail.files.len());
+                self.trail.files.push(FileEntry {
+                    path: path.to_owned(),
+                    ops: Vec::new(),
+                    touches: 0,
+                });
+                self.file_last.push(0);
+                self.trail.files.len() - 1
+            }
+        };
+        let entry = &mut self.trail.files[index];
+        entry.touches += 1;
+        if op != FileOp::Used {
+            entry.ops.retain(|o| *o != op);
+        }
+        entry.ops.insert(0, op);
+        drop_used(&mut entry.ops);
+        self.file_last[index] = self.seq;
+    }
+
+    fn command_run(&mut self, command: &str) {
+        if let Some(&i) = self.command_index.get(command) {
+            self.trail.commands[i].runs += 1;
+            return;
+        }
+        self.command_index
+            .insert(command.to_owned(), self.trail.commands.len());
+        self.trail.commands.push(CommandEntry {
+            command: command.to_owned(),
+            runs: 1,
+            outcome: None,
+        });
+    }
+
+    fn result(&mut self, result: &ToolResult, message: &Message, removed: bool) {
+        let text = result.joined_text();
+        let trimmed = text.trim_start();
+        if trimmed.starts_with(markers::COMPACTED)
+            || trimmed.starts_with(markers::RESULT_REMOVED)
+            || markers::is_cascade_notice(trimmed)
+        {
+            return;
+        }
+        let flagged = is_flagged(&result.fields) || is_flagged(message.fields());
+        let (output, command, source) = match self.calls.get(&result.call_id) {
+            Some(info) => (info.output, info.command.clone(), info.source.clone()),
+            None => {
+                let name = result.tool_name.clone().unwrap_or_default();
+                (Output::Other, None, name)
+            }
+        };
+        let ids = errors::error_ids(&text, output, flagged);
+        let outcome = command.as_ref().map(|_| Outcome::of(&text));
+        let succeeded =
+            ids.is_empty() && outcome.as_ref().map_or(!flagged, |o| o.succeeded(flagged));
+        if removed {
+            if let Some(i) = command.as_ref().and_then(|c| self.command_index.get(c)) {
+                self.trail.commands[*i].outcome = outcome.as_ref().and_then(Outcome::text);
+            }
+            for id in &ids {
+                self.error(id, &source);
+            }
+        }
+        if source.is_empty() {
+            return;
+        }
+        self.runs.push(Run {
+            program: errors::program(&source),
+            succeeded,
+            test_report: outcome.as_ref().is_some_and(|o| o.tests.is_some()),
+            keys: ids.iter().map(|id| errors::key_of(id).to_owned()).collect(),
+        });
+    }
+
+    fn error(&mut self, id: &str, source: &str) {
+        let at = (self.runs.len(), errors::program(source));
+        if let Some(&i) = self.error_index.get(id) {
+            self.error_at[i] = at;
+            return;
+        }
+        self.error_index
+            .insert(id.to_owned(), self.trail.errors.len());
+        self.trail.errors.push(ErrorEntry {
+            text: id.to_owned(),
+            source: (!source.is_empty()).then(|| source.to_owned()),
+            fixed: false,
+        });
+        self.error_at.push(at);
+    }
+
+    /// The trail: files most recent first, errors marked fixed where a later run shows it,
+    /// earlier trails of the range merged in.
+    pub(crate) fn finish(mut self) -> Trail {
+        for (i, (at, program)) in self.error_at.iter().enumerate() {
+            let entry = &mut self.trail.errors[i];
+            let key = errors::key_of(&entry.text);
+            entry.fixed = self.runs[(*at).min(self.runs.len())..]
+                .iter()
+                .any(|run| shows_fixed(run, program, key));
+        }
+        self.trail.forget_fixed_failures();
+        let mut order: Vec<usize> = (0..self.trail.files.len()).collect();
+        order.sort_by_key(|&i| std::cmp::Reverse(self.file_last[i]));
+        let mut files: Vec<Option<FileEntry>> = self.trail.files.drain(..).map(Some).collect();
+        self.trail.files = fold_relative(order.iter().filter_map(|&i| files[i].take()).collect());
+        // Every run here comes after an earlier trail's errors: a merge checks them all.
+        self.trail.runs = self.runs;
+        let mut merged = Trail::default();
+        for earlier in self.embedded {
+            merged = merged.merge(earlier);
+        }
+        merged.merge(self.trail)
+    }
+}
+
+/// Keeps `used` (named by a command that does not say what it did) only when nothing
+/// better is known about the file, and only once.
+pub(crate) fn drop_used(ops: &mut Vec<FileOp>) {
+    if ops.iter().any(|o| *o != FileOp::Used) {
+        ops.retain(|o| *o != FileOp::Used);
+    } else {
+        ops.truncate(1);
+    }
+}
+
+/// A relative path a command named (`lib/a.ex`, run in the project) is the file an absolute
+/// path of a tool names (`/home/u/p/lib/a.ex`): one entry, under the absolute path (the most
+/// recent one that ends with it), with both entries' operations and touches.
+fn fold_relative(files: Vec<FileEntry>) -> Vec<FileEntry> {
+    let target: Vec<Option<usize>> = files
+        .iter()
+        .map(|f| {
+            let rel = f.path.trim_start_matches("./");
+            if f.path.starts_with(['/', '~']) || rel.is_empty() || rel.starts_with("..") {
+                return None;
+            }
+            let suffix = format!("/{rel}");
+            files
+                .iter()
+                .position(|a| a.path.starts_with('/') && a.path.ends_with(&suffix))
+        })
+        .collect();
+    let mut slots: Vec<Option<FileEntry>> = files.into_iter().map(Some).collect();
+    for (i, t) in target.iter().enumerate() {
+        let Some(t) = *t else { continue };
+        if let Some(relative) = slots[i].take() {
+            if let Some(absolute) = slots[t].as_mut() {
+                absolute.touches += relative.touches;
+                for op in relative.ops {
+                    if !absolute.ops.contains(&op) {
+                        absolute.ops.push(op);
+                    }
+                }
+                drop_used(&mut absolute.ops);
+            }
+        }
+    }
+    slots.into_iter().flatten().collect()
+}
+
+/// Whether `run` shows an error with this key, first met in a run of `program`, fixed:
+/// a later run of the same program that no longer reports it and either went well or
+/// printed a test report (whose failures no longer include it).
+pub(crate) fn shows_fixed(run: &Run, program: &str, key: &str) -> bool {
+    run.program == program
+        && !run.keys.iter().any(|k| k == key)
+        && (run.succeeded || run.test_report && !run.keys.is_empty())
+}
+
+fn is_flagged(fields: &Map<String, Value>) -> bool {
+    fields.get("is_error").and_then(Value::as_bool) == Some(true)
+}
+
+#[allow(dead_code)] // wired in phase 2
+impl Trail {
+    /// The trail of `removed` (the messages a step takes out, in history order); `later`
+    /// (the messages after them) can show the removed range's errors fixed.
+    pub(crate) fn extract<'a>(
+        removed: impl IntoIterator<Item = &'a Message>,
+        later: impl IntoIterator<Item = &'a Message>,
+        config: &TrailConfig,
+    ) -> Trail {
+        let mut extractor = Extractor::new(config);
+        removed.into_iter().for_each(|m| extractor.message(m, true));
+        later.into_iter().for_each(|m| extractor.message(m, false));
+        extractor.finish()
+    }
+
+    /// The second line of ②'s placeholder for this result: `errors: A; B`, when the result
+    /// holds error identifiers. `call`: the call it answers (its tool says whether the
+    /// output is file content, where only the tool's own failure counts); `flagged`: the
+    /// message carrying it is marked as an error.
+    pub(crate) fn lines_for_errors(
+        result: &ToolResult,
+        call: Option<&ToolCall>,
+        flagged: bool,
+    ) -> Option<String> {
+        let output = match call.map(|c| call_files(c, None).activity) {
+            Some(CallActivity::File(_)) => Output::Content,
+            Some(CallActivity::Command) => Output::Shell,
+            _ => Output::Other,
+        };
+        let flagged = flagged || is_flagged(&result.fields);
+        let ids = errors::error_ids(&result.joined_text(), output, flagged);
+        (!ids.is_empty()).then(|| errors::cut(&format!("errors: {}", ids.join("; ")), 400))
+    }
+}

@@ -1,0 +1,248 @@
+//! Text → trail (the inverse of `render`), and the merge of an earlier trail into a newer
+//! one, so that the trail accumulates over repeated compactions.
+
+use super::extract::shows_fixed;
+use super::render::{COMMANDS, ERRORS, FILES, FILES_UNDER, FIXED, FROM, LEFT_OUT, REQUESTS, ROOT};
+use super::{CommandEntry, ErrorEntry, FileEntry, LeftOut, Trail, errors};
+use crate::tool_names::FileOp;
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Requests,
+    Errors,
+    Files,
+    Commands,
+}
+
+impl Trail {
+    /// Reads back the trail rendered into `text` (a notice, a summary or any text holding
+    /// one): the four headed lists and the left-out line, wherever they are. Lines that are
+    /// not the trail's are ignored.
+    pub(crate) fn parse(text: &str) -> Trail {
+        let mut trail = Trail::default();
+        let mut kind: Option<Kind> = None;
+        let mut item: Option<String> = None;
+        let mut root: Option<String> = None;
+        for line in text.lines() {
+            if let Some(rest) = line.strip_prefix("  ").filter(|_| item.is_some()) {
+                if let Some(current) = &mut item {
+                    current.push('\n');
+                    current.push_str(rest);
+                }
+                continue;
+            }
+            if let (Some(k), Some(done)) = (kind, item.take()) {
+                trail.add(k, done, root.as_deref());
+            }
+            let under = line
+                .trim_end()
+                .strip_prefix(FILES_UNDER)
+                .and_then(|r| r.strip_suffix("):"));
+            let heading = match line.trim_end() {
+                REQUESTS => Some(Kind::Requests),
+                ERRORS => Some(Kind::Errors),
+                FILES => Some(Kind::Files),
+                COMMANDS => Some(Kind::Commands),
+                _ => under.map(|_| Kind::Files),
+            };
+            if heading == Some(Kind::Files) {
+                root = under.map(str::to_owned);
+            }
+            if heading.is_some() {
+                kind = heading;
+            } else if let Some(rest) = line.strip_prefix("- ").filter(|_| kind.is_some()) {
+                item = Some(rest.to_owned());
+            } else {
+                kind = None;
+                if let Some(counts) = line.strip_prefix(LEFT_OUT) {
+                    trail.left_out = add_left_out(trail.left_out, parse_left_out(counts));
+                }
+            }
+        }
+        if let (Some(k), Some(done)) = (kind, item) {
+            trail.add(k, done, root.as_deref());
+        }
+        trail
+    }
+
+    fn add(&mut self, kind: Kind, item: String, root: Option<&str>) {
+        match kind {
+            Kind::Requests => self.requests.push(item),
+            Kind::Errors => self.errors.push(parse_error(&item)),
+            Kind::Files => {
+                let mut file = parse_file(&item);
+                let relative = file
+                    .path
+                    .strip_prefix(ROOT)
+                    .filter(|r| r.is_empty() || r.starts_with('/'));
+                if let (Some(root), Some(rest)) = (root, relative) {
+                    file.path = format!("{root}{rest}");
+                }
+                self.files.push(file);
+            }
+            Kind::Commands => self.commands.push(parse_command(&item)),
+        }
+    }
+
+    /// `self` (an earlier trail) with `newer` merged in: requests, errors and commands in
+    /// first-seen order, each once; files most recent first (the newer trail's first), their
+    /// operations and touches combined; outcomes updated (a command's latest outcome, an
+    /// error fixed by either trail or by a run of the newer range); left-out counts added.
+    pub(crate) fn merge(mut self, newer: Trail) -> Trail {
+        for request in newer.requests {
+            if !self.requests.contains(&request) {
+                self.requests.push(request);
+            }
+        }
+        for error in &mut self.errors {
+            if !error.fixed {
+                let program = error.source.as_deref().map(errors::program);
+                let key = errors::key_of(&error.text);
+                error.fixed =
+                    program.is_some_and(|p| newer.runs.iter().any(|run| shows_fixed(run, &p, key)));
+            }
+        }
+        for error in newer.errors {
+            match self.errors.iter_mut().find(|e| e.text == error.text) {
+                // Seen again in the newer range: its newer state stands.
+                Some(known) => {
+                    known.fixed = error.fixed;
+                    known.source = error.source.or(known.source.take());
+                }
+                None => self.errors.push(error),
+            }
+        }
+        self.forget_fixed_failures();
+        let mut files = newer.files;
+        for old in self.files {
+            match files.iter_mut().find(|f| f.path == old.path) {
+                Some(known) => {
+                    known.touches += old.touches;
+                    for op in old.ops {
+                        if !known.ops.contains(&op) {
+                            known.ops.push(op);
+                        }
+                    }
+                    super::extract::drop_used(&mut known.ops);
+                }
+                None => files.push(old),
+            }
+        }
+        self.files = files;
+        for command in newer.commands {
+            match self
+                .commands
+                .iter_mut()
+                .find(|c| c.command == command.command)
+            {
+                Some(known) => {
+                    known.runs += command.runs;
+                    if command.outcome.is_some() {
+                        known.outcome = command.outcome;
+                    }
+                }
+                None => self.commands.push(command),
+            }
+        }
+        self.left_out = add_left_out(self.left_out, newer.left_out);
+        self.runs = newer.runs;
+        self
+    }
+}
+
+fn add_left_out(a: LeftOut, b: LeftOut) -> LeftOut {
+    LeftOut {
+        requests: a.requests + b.requests,
+        errors: a.errors + b.errors,
+        files: a.files + b.files,
+        commands: a.commands + b.commands,
+    }
+}
+
+/// `+3 more requests, +12 more files`
+fn parse_left_out(text: &str) -> LeftOut {
+    let mut out = LeftOut::default();
+    for part in text.split(',') {
+        let mut words = part.split_whitespace();
+        let count = words
+            .next()
+            .and_then(|n| n.strip_prefix('+'))
+            .and_then(|n| n.parse::<usize>().ok());
+        let (Some(count), Some("more"), Some(what)) = (count, words.next(), words.next()) else {
+            continue;
+        };
+        match what {
+            "requests" => out.requests += count,
+            "errors" => out.errors += count,
+            "files" => out.files += count,
+            "commands" => out.commands += count,
+            _ => {}
+        }
+    }
+    out
+}
+
+/// `text (from `source`) — fixed later`
+fn parse_error(item: &str) -> ErrorEntry {
+    let (rest, fixed) = match item.strip_suffix(FIXED) {
+        Some(rest) => (rest, true),
+        None => (item, false),
+    };
+    let (text, source) = match rest.strip_suffix("`)").and_then(|r| r.rsplit_once(FROM)) {
+        Some((text, source)) => (text, Some(source.to_owned())),
+        None => (rest, None),
+    };
+    ErrorEntry {
+        text: text.to_owned(),
+        source,
+        fixed,
+    }
+}
+
+/// `path — edited, read ×3`
+fn parse_file(item: &str) -> FileEntry {
+    let Some((path, detail)) = item.rsplit_once(" — ") else {
+        return FileEntry {
+            path: item.to_owned(),
+            ops: Vec::new(),
+            touches: 1,
+        };
+    };
+    let (ops, touches) = split_count(detail);
+    FileEntry {
+        path: path.to_owned(),
+        ops: ops.split(", ").filter_map(FileOp::parse).collect(),
+        touches,
+    }
+}
+
+/// `` `command` ×2 → outcome ``
+fn parse_command(item: &str) -> CommandEntry {
+    let (head, outcome) = match item.rsplit_once(" → ") {
+        Some((head, outcome)) if head.ends_with('`') || head.contains("` ×") => {
+            (head, Some(outcome.to_owned()))
+        }
+        _ => (item, None),
+    };
+    let (quoted, runs) = split_count(head);
+    let command = quoted
+        .strip_prefix('`')
+        .and_then(|c| c.strip_suffix('`'))
+        .unwrap_or(quoted);
+    CommandEntry {
+        command: command.to_owned(),
+        runs,
+        outcome,
+    }
+}
+
+/// `text ×3` → (`text`, 3); no count → 1.
+fn split_count(text: &str) -> (&str, u32) {
+    match text.rsplit_once(" ×") {
+        Some((head, n)) => match n.parse::<u32>() {
+            Ok(n) => (head, n),
+            Err(_) => (text, 1),
+        },
+        None => (text, 1),
+    }
+}

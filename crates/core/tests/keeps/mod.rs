@@ -1,0 +1,261 @@
+//! What a compaction keeps: the share of tool-argument paths, error identifiers, commands
+//! and user requests of an original history that are still present in a compacted output
+//! (issue 12, SPEC.md "The trail", "Measure it"). One place for the counting, shared by the
+//! `what_compaction_keeps` test and, later, the BENCHMARKS table.
+//!
+//! The yardstick is deliberately independent of the trail's own extractor, so that the
+//! trail is measured, not graded by itself: paths are the values of the common path keys
+//! of tool-call arguments (and `apply_patch` headers); errors are exception class names,
+//! compiler error codes and failing-test names printed by commands (file contents are code,
+//! not errors, unless the result is flagged); commands are the shell tools' `command`
+//! arguments; requests are the user's own messages. Which user messages a harness wrote is
+//! the one definition shared with the trail: `src/trail/requests.rs`.
+//!
+//! Included by path from an integration test and from the library's own tests, this module
+//! takes what it uses from its parent: the crate's `Block`, `Conversation`, `Message`,
+//! `Role`, `tool_names`, `CallActivity`, and `requests` (an integration test includes
+//! `src/trail/requests.rs` by path, with `mod markers { pub use
+//! context_cascade::markers::*; }` at its root, which that file names).
+
+use std::sync::OnceLock;
+
+use super::{Block, CallActivity, Conversation, Message, Role, requests, tool_names};
+use regex::Regex;
+use serde_json::Value;
+
+/// Argument keys whose value names a file (the keys agents use for the file they act on).
+const PATH_KEYS: &[&str] = &[
+    "file_path",
+    "path",
+    "notebook_path",
+    "filename",
+    "file_name",
+];
+/// Characters of a command's first line, and of a request, that must be found.
+const COMMAND_HEAD: usize = 60;
+const REQUEST_HEAD: usize = 200;
+
+/// What an original history holds, each list distinct, in first-seen order.
+#[derive(Debug, Clone, Default)]
+pub struct Expected {
+    pub paths: Vec<String>,
+    pub errors: Vec<String>,
+    pub commands: Vec<String>,
+    pub requests: Vec<String>,
+}
+
+/// How many of each kind an output keeps: (kept, total).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Kept {
+    pub paths: (usize, usize),
+    pub errors: (usize, usize),
+    pub commands: (usize, usize),
+    pub requests: (usize, usize),
+}
+
+impl Kept {
+    /// Adds another fixture's counts (for totals).
+    pub fn add(&mut self, other: Kept) {
+        for (a, b) in [
+            (&mut self.paths, other.paths),
+            (&mut self.errors, other.errors),
+            (&mut self.commands, other.commands),
+            (&mut self.requests, other.requests),
+        ] {
+            a.0 += b.0;
+            a.1 += b.1;
+        }
+    }
+}
+
+/// `k/n (p%)`, or `-` when there is nothing to keep.
+pub fn share((kept, total): (usize, usize)) -> String {
+    if total == 0 {
+        return "-".to_owned();
+    }
+    format!(
+        "{kept}/{total} ({:.0}%)",
+        100.0 * kept as f64 / total as f64
+    )
+}
+
+fn push(list: &mut Vec<String>, item: &str) {
+    let item = item.trim();
+    if !item.is_empty() && !list.iter().any(|x| x == item) {
+        list.push(item.to_owned());
+    }
+}
+
+fn arguments(value: &Value, key: Option<&str>, out: &mut Expected) {
+    match value {
+        Value::String(s) => {
+            if key.is_some_and(|k| PATH_KEYS.contains(&k)) && !s.contains('\n') {
+                push(&mut out.paths, s);
+            }
+            for (_, path) in tool_names::patch_files(s) {
+                push(&mut out.paths, path);
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|v| arguments(v, key, out)),
+        Value::Object(map) => map.iter().for_each(|(k, v)| arguments(v, Some(k), out)),
+        _ => {}
+    }
+}
+
+fn command_of(args: &Value) -> Option<String> {
+    match args.get("command").or_else(|| args.get("cmd"))? {
+        Value::String(s) => Some(s.clone()),
+        Value::Array(items) => {
+            let words: Vec<&str> = items.iter().filter_map(Value::as_str).collect();
+            Some(words.join(" "))
+        }
+        _ => None,
+    }
+}
+
+#[allow(clippy::expect_used)]
+fn error_regex() -> &'static Regex {
+    static RE: OnceLock<Regex> = OnceLock::new();
+    RE.get_or_init(|| {
+        Regex::new(concat!(
+            r"\b((?:[A-Z][A-Za-z0-9_]*\.)*[A-Z][A-Za-z0-9_]*(?:Error|Exception))\b",
+            r"|\berror\[?((?:E|TS|CS)\d{4})\]?",
+            r"|(?m)^FAILED ([^\s]+)|^test ([^\s]+) \.\.\. FAILED|--- FAIL: ([^\s]+)",
+            r"|(?m)^[ \t]+\d+\) (test .+) \([A-Za-z0-9_.]+\)[ \t]*$",
+        ))
+        .expect("static regex")
+    })
+}
+
+/// What `messages` (an original history) holds.
+pub fn expected(messages: &[Message]) -> Expected {
+    let mut out = Expected::default();
+    let mut activity: std::collections::HashMap<String, CallActivity> = Default::default();
+    for message in messages {
+        if message.role() == Role::User {
+            let own: Vec<&str> = message
+                .blocks()
+                .iter()
+                .filter_map(Block::as_text)
+                .filter(|t| !requests::is_harness(t))
+                .collect();
+            push(&mut out.requests, &own.join("\n"));
+        }
+        for call in message.tool_calls() {
+            let args = call.arguments_value().unwrap_or(Value::Null);
+            let kind = tool_names::call_activity(&call.name, &args);
+            arguments(&args, None, &mut out);
+            if kind == CallActivity::Command {
+                if let Some(command) = command_of(&args) {
+                    push(&mut out.commands, &command);
+                }
+            }
+            activity.insert(call.id.clone(), kind);
+        }
+        let flagged = |fields: &serde_json::Map<String, Value>| {
+            fields.get("is_error").and_then(Value::as_bool) == Some(true)
+        };
+        for result in message.tool_results() {
+            let kind = activity.get(&result.call_id).copied();
+            let content = matches!(kind, Some(CallActivity::File(_)));
+            if content && !flagged(&result.fields) && !flagged(message.fields()) {
+                continue;
+            }
+            let text = result.joined_text();
+            for c in error_regex().captures_iter(&text) {
+                if let Some(id) = (1..=6).find_map(|i| c.get(i)) {
+                    push(&mut out.errors, id.as_str());
+                }
+            }
+        }
+    }
+    out
+}
+
+/// All the text of an output that an agent reads: message texts, tool results, and the
+/// string values of tool-call arguments (parsed, so JSON escapes do not hide them).
+pub fn output_text(conversation: &Conversation) -> String {
+    fn strings(value: &Value, out: &mut String) {
+        match value {
+            Value::String(s) => {
+                out.push_str(s);
+                out.push('\n');
+            }
+            Value::Array(items) => items.iter().for_each(|v| strings(v, out)),
+            Value::Object(map) => map.values().for_each(|v| strings(v, out)),
+            _ => {}
+        }
+    }
+    let mut out = String::new();
+    for message in &conversation.messages {
+        for block in message.blocks() {
+            match block {
+                Block::Text(t) => out.push_str(&t.text),
+                Block::ToolResult(r) => out.push_str(&r.joined_text()),
+                Block::ToolCall(c) => {
+                    strings(&c.arguments_value().unwrap_or(Value::Null), &mut out)
+                }
+                _ => {}
+            }
+            out.push('\n');
+        }
+    }
+    out
+}
+
+fn normalized(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+fn head(text: &str, chars: usize) -> String {
+    normalized(text).chars().take(chars).collect()
+}
+
+/// A command as it is looked for: its first line without a `bash -lc` wrapper.
+fn command_head(command: &str) -> String {
+    let mut text = command.trim();
+    for wrapper in ["bash -lc ", "bash -c ", "sh -c "] {
+        text = text.strip_prefix(wrapper).unwrap_or(text);
+    }
+    head(text.lines().next().unwrap_or(""), COMMAND_HEAD)
+}
+
+/// The roots a text defines for the paths it writes relative to them (the trail's
+/// `Files (most recent first; $ROOT = /home/u/project):`).
+fn roots(text: &str) -> Vec<&str> {
+    text.match_indices("$ROOT = ")
+        .filter_map(|(i, m)| {
+            let rest = &text[i + m.len()..];
+            rest.find(')').map(|end| &rest[..end])
+        })
+        .collect()
+}
+
+/// Whether the path is in `text` in full, or relative to a root the text defines.
+fn has_path(text: &str, roots: &[&str], path: &str) -> bool {
+    text.contains(path)
+        || roots.iter().any(|root| {
+            path.strip_prefix(root)
+                .filter(|rest| rest.is_empty() || rest.starts_with('/'))
+                .is_some_and(|rest| text.contains(&format!("$ROOT{rest} ")))
+        })
+}
+
+/// How much of `expected` the output `text` still holds. A path counts when it is written
+/// in full, or relative to a root the same text names (`$ROOT = /dir`, then `$ROOT/a.rs`):
+/// the agent reads the same path either way.
+pub fn kept(expected: &Expected, text: &str) -> Kept {
+    let flat = normalized(text);
+    let roots = roots(text);
+    let count = |items: &[String], probe: &dyn Fn(&str) -> bool| {
+        (items.iter().filter(|i| probe(i)).count(), items.len())
+    };
+    Kept {
+        paths: count(&expected.paths, &|p| has_path(text, &roots, p)),
+        errors: count(&expected.errors, &|e| text.contains(e)),
+        commands: count(&expected.commands, &|c| flat.contains(&command_head(c))),
+        requests: count(&expected.requests, &|r| {
+            flat.contains(&head(r, REQUEST_HEAD))
+        }),
+    }
+}
