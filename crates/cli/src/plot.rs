@@ -32,7 +32,7 @@ const ALL_STRATEGIES: [Strategy; 5] = [
 ];
 
 /// Draws `timeline` into the SVG file `path`; `title` names the transcript.
-pub fn draw(timeline: &Timeline, title: &str, path: &Path) -> Result<(), CliError> {
+pub(crate) fn draw(timeline: &Timeline, title: &str, path: &Path) -> Result<(), CliError> {
     let name = path.display().to_string();
     draw_inner(timeline, title, path).map_err(|e| CliError::write(name, e))
 }

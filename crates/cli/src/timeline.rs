@@ -10,7 +10,7 @@ use context_cascade::{Budget, ContextManager, Conversation, Step, Strategy};
 
 /// What happened on one simulated call.
 #[derive(Debug, Clone, PartialEq)]
-pub struct CallRecord {
+pub(crate) struct CallRecord {
     /// 1-based call number.
     pub call: usize,
     /// Messages of the transcript before the call (the call point); the reply, when the
@@ -41,7 +41,7 @@ pub struct CallRecord {
 
 /// The whole replay.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Timeline {
+pub(crate) struct Timeline {
     /// The budget every call was prepared for.
     pub budget: Budget,
     /// One record per call, in order.
@@ -52,7 +52,7 @@ pub struct Timeline {
 
 impl Timeline {
     /// Calls in which at least one strategy fired.
-    pub fn calls_compacted(&self) -> usize {
+    pub(crate) fn calls_compacted(&self) -> usize {
         self.calls
             .iter()
             .filter(|c| !c.strategies.is_empty())
@@ -60,7 +60,7 @@ impl Timeline {
     }
 
     /// How many times each strategy fired (calls in which it fired), in cascade order.
-    pub fn strategy_counts(&self) -> Vec<(Strategy, usize)> {
+    pub(crate) fn strategy_counts(&self) -> Vec<(Strategy, usize)> {
         let mut counts: Vec<(Strategy, usize)> = Vec::new();
         for strategy in self.calls.iter().flat_map(|c| &c.strategies) {
             match counts.iter_mut().find(|(s, _)| s == strategy) {
@@ -74,12 +74,12 @@ impl Timeline {
 }
 
 /// How many calls replaying `conversation` makes.
-pub fn call_count(conversation: &Conversation) -> usize {
+pub(crate) fn call_count(conversation: &Conversation) -> usize {
     replay::call_points(conversation.messages.iter().map(|m| m.role())).len()
 }
 
 /// Replays `conversation` call by call; `on_call` runs after each call (progress).
-pub fn replay(
+pub(crate) fn replay(
     conversation: &Conversation,
     manager: &ContextManager,
     budget: Budget,
@@ -141,7 +141,7 @@ fn short_name(strategy: Strategy) -> &'static str {
 
 /// `compact 3 · prune 160 · degrade L3`: per strategy in the order they ran, the messages
 /// affected (⑤: its highest level).
-pub fn label(steps: &[Step]) -> String {
+pub(crate) fn label(steps: &[Step]) -> String {
     let mut parts: Vec<(Strategy, usize, u8)> = Vec::new();
     for step in steps {
         let level = step.level.unwrap_or(0);

@@ -125,3 +125,4 @@ pub use overflow::{Overflow, classify};
 pub use remember::RememberPolicy;
 pub use report::{Report, Step, Strategy};
 pub use retry::{CallError, Called};
+pub use trail::TrailConfig;

@@ -363,8 +363,11 @@ impl FileOp {
 /// count, as [`FileOp::Used`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CallActivity {
+    /// A file tool, with what it does to the paths in its arguments.
     File(FileOp),
+    /// A shell tool: its `command` is what ran.
     Command,
+    /// Any other tool: only the paths in its arguments count.
     Other,
 }
 

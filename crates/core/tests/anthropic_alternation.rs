@@ -3,6 +3,8 @@
 //! adjacent user message, and the reader splits them out again, so compaction stays
 //! idempotent through the wire and an untouched request still round-trips byte for byte.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, unreachable_pub)] // test code: a failure is a test failure
+
 mod common;
 
 use common::invariants::{self, Scope};

@@ -2,6 +2,8 @@
 //! concurrently, merged into one clean summary, and a failed chunk or merge degrades to the
 //! chunk summaries that succeeded.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, unreachable_pub)] // test code: a failure is a test failure
+
 mod common;
 
 use std::sync::Arc;

@@ -5,6 +5,8 @@
 //! `PROPTEST_CASES` sets the number of cases (default 48, CI-sized); a long run:
 //! `PROPTEST_CASES=10000 cargo test --release -p context_cascade --test invariants_prop`.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, unreachable_pub)] // test code: a failure is a test failure
+
 mod common;
 
 use common::invariants::{self, Run};

@@ -1,6 +1,8 @@
 //! Issue 13, item 7: numbers come out exactly as they came in (no 64-bit or f64 rounding),
 //! and a file saved with a UTF-8 byte order mark is read like any other.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, unreachable_pub)] // test code: a failure is a test failure
+
 use context_cascade::Format;
 use context_cascade::format::{self, WriteOptions};
 

@@ -1,5 +1,7 @@
 //! The offline summarizer's behaviour, end to end: sections, merging, sizing, fixtures.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, unreachable_pub)] // test code: a failure is a test failure
+
 use std::task::{Context, Poll, Waker};
 
 use serde_json::{Map, Value, json};

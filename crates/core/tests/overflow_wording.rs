@@ -2,6 +2,8 @@
 //! families of phrasing (subject, verb, limit; a limit stated in other words), not a list
 //! of literals, and still never fires on rate limits, quotas, billing or output limits.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, unreachable_pub)] // test code: a failure is a test failure
+
 use context_cascade::classify;
 
 /// An overflow body: (status, body, observed tokens, limit tokens).

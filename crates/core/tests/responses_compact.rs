@@ -4,6 +4,8 @@
 //! instructions, the opening messages and the last item kept — that fits, and that a second
 //! compaction leaves as it is.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, unreachable_pub)] // test code: a failure is a test failure
+
 mod responses_common;
 
 use context_cascade::format::{self, WriteOptions};
@@ -105,7 +107,7 @@ fn every_recovery_attempt_leaves_a_valid_body() {
     for attempt in 1..=4 {
         let mut c = conversation.clone();
         let mut report = Report {
-            format: "responses",
+            format: context_cascade::Format::Responses,
             window: budget.window,
             reserve: 0,
             tokens_before: 0,

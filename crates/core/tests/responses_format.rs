@@ -2,6 +2,8 @@
 //! items onto the neutral model (pairs by `call_id`, reasoning beside its call, opaque
 //! built-in and unknown items, `instructions` as a system message).
 
+#![allow(clippy::unwrap_used, clippy::expect_used, unreachable_pub)] // test code: a failure is a test failure
+
 mod responses_common;
 
 use context_cascade::format::{self, WriteOptions};

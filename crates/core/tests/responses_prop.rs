@@ -3,6 +3,8 @@
 //! cascade, and come out as valid Responses bodies (pairs, reasoning beside its call).
 //! `PROPTEST_CASES` sets the number of cases (default 24).
 
+#![allow(clippy::unwrap_used, clippy::expect_used, unreachable_pub)] // test code: a failure is a test failure
+
 mod common;
 mod responses_common;
 

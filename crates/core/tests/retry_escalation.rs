@@ -3,6 +3,8 @@
 //! leaves the conversation as last sent, the ladder of attempts, attempt 3's compaction,
 //! and the messages no attempt may remove.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, unreachable_pub)] // test code: a failure is a test failure
+
 mod common;
 
 use std::sync::Arc;

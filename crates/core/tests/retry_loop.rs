@@ -3,6 +3,8 @@
 //! what providers count, an overflow no strategy can fix, errors that are not overflows,
 //! and a provider that quotes a smaller window than ours.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, unreachable_pub)] // test code: a failure is a test failure
+
 mod common;
 
 use common::scripted::{

@@ -4,6 +4,8 @@
 //! it, Claude Code's own summaries in the fixtures (`meta.compactions`) against the history
 //! each replaced. Run with `--nocapture` to see the table.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, unreachable_pub)] // test code: a failure is a test failure
+
 mod common;
 mod keeps;
 /// Which user messages a harness wrote: the trail's own definition.
@@ -12,7 +14,7 @@ mod keeps;
 mod requests;
 /// `requests.rs` names `crate::markers`.
 mod markers {
-    pub use context_cascade::markers::*;
+    pub use context_cascade::{SUMMARY_PREFIX, is_cascade_notice};
 }
 
 use context_cascade::tool_names::{self, CallActivity};

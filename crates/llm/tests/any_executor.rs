@@ -8,9 +8,9 @@ mod common;
 use std::time::Duration;
 
 use cascade_llm::{ChatClient, ClientConfig, Executor, LlmSummarizer, Provider};
-use context_cascade::{Llm, LlmError};
 use context_cascade::summarizer::{Summarizer, SummaryRequest, section_heading};
 use context_cascade::{Conversation, Format, Message, Role};
+use context_cascade::{Llm, LlmError};
 use serde_json::json;
 
 #[test]

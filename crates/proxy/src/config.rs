@@ -32,8 +32,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use cascade_llm::{Provider, SummarizerSpec};
-use context_cascade::catalog::Catalog;
 use context_cascade::CascadeConfig;
+use context_cascade::catalog::Catalog;
 use serde::Deserialize;
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, Visitor};
 

@@ -7,6 +7,8 @@
 //! The call points and the measure are `context_cascade::replay`'s, as in the CLI, the
 //! benchmark and core's cache-stability test.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, unreachable_pub)] // test code: a failure is a test failure
+
 mod common;
 
 use common::{Script, start};
@@ -24,11 +26,8 @@ const LONG: &str = "claude-code__spotter__4d5611e5-main.json";
 const SHORT: &str = "openhands__llama-4-maverick__ponyc-4588.json";
 
 fn fixture_messages(fixture: &str) -> Vec<Value> {
-    let path = format!(
-        "{}/../../fixtures/transcripts/{fixture}",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let path = cascade_test_support::fixture(&format!("transcripts/{fixture}"));
+    let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let fixture: Value = serde_json::from_slice(&bytes).unwrap();
     fixture["messages"].as_array().unwrap().clone()
 }

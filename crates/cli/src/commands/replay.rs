@@ -17,7 +17,7 @@ const PROGRESS_THRESHOLD: usize = 50;
 
 /// Flags of `cascade replay`.
 #[derive(Debug, clap::Args)]
-pub struct ReplayArgs {
+pub(crate) struct ReplayArgs {
     /// The transcript (OpenAI, Anthropic or a bare message array); `-` for stdin.
     pub file: PathBuf,
     #[command(flatten)]
@@ -28,7 +28,7 @@ pub struct ReplayArgs {
 }
 
 /// Replays, prints the timeline and totals, draws the plot.
-pub fn run(args: &ReplayArgs) -> Result<(), CliError> {
+pub(crate) fn run(args: &ReplayArgs) -> Result<(), CliError> {
     let Loaded {
         name,
         conversation,

@@ -6,6 +6,9 @@
 //!
 //! Writes `DIR/rust.json` (every figure), `DIR/rust.md` (the tables, also printed),
 //! `DIR/curve-*.svg` and `DIR/inputs/*.json`. `--quick` runs fewer repetitions.
+// A benchmark binary: its modules have no outside users, and a benchmark may stop on a
+// fixture it cannot read.
+#![allow(unreachable_pub, clippy::unwrap_used, clippy::expect_used)]
 
 mod accuracy;
 mod accuracy_tables;
