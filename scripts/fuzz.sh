@@ -9,7 +9,8 @@
 # (small bodies cut from the fixtures, the overflow error bodies); the growing corpus goes to
 # fuzz/corpus/<target> and any crash to fuzz/artifacts/<target> (both ignored by git).
 # Prints one line per target: executions, corpus size, and whether it found anything. A
-# finding fails the run (exit 1); turn each one into a regression test, then delete it.
+# finding fails the run (exit 1): fix it, then copy the input into fuzz/regressions/<target>/,
+# where crates/core/tests/fuzz_regressions.rs checks it with the same property on every test run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -142,7 +142,8 @@ fn read_block(item: Value, path: &str) -> Result<Block, ParseError> {
             let arguments = fields
                 .get_mut("input")
                 .map(Value::take)
-                .unwrap_or(Value::Object(Map::new()));
+                // Absent stays absent on writing (see ordered.rs); `null` reads as no arguments.
+                .unwrap_or(Value::Null);
             Block::ToolCall(ToolCall {
                 id,
                 name,

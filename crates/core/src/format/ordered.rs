@@ -147,6 +147,11 @@ impl Serialize for OpenAiMessage<'_> {
                     Some(r) => map.serialize_entry("tool_call_id", &r.call_id),
                     None => Err(S::Error::custom("tool message without a result")),
                 },
+                // On any other message the reader leaves the key as it came: write it back.
+                "tool_call_id" => match m.fields().get("tool_call_id") {
+                    Some(value) => map.serialize_entry("tool_call_id", value),
+                    None => Ok(()),
+                },
                 "function_call" => match legacy {
                     Some(call) => map.serialize_entry("function_call", &OpenAiFunction(call)),
                     None => Ok(()),
@@ -220,6 +225,10 @@ impl Serialize for Part<'_> {
                         "type" => map.serialize_entry("type", &type_or(&call.fields, "tool_use")),
                         "id" => map.serialize_entry("id", &call.id),
                         "name" => map.serialize_entry("name", &call.name),
+                        // A `tool_use` that came without `input` goes back without it.
+                        _ if call.arguments.is_null() && !call.fields.contains_key("input") => {
+                            Ok(())
+                        }
                         _ => map.serialize_entry("input", &call.arguments),
                     },
                 )?;
