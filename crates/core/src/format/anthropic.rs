@@ -6,7 +6,7 @@
 
 use serde_json::{Map, Value};
 
-use super::kind_of;
+use super::{kind_of, read_each};
 use crate::conversation::{
     Block, Conversation, Format, Message, Opaque, Role, Shape, TextBlock, ToolCall, ToolResult,
 };
@@ -81,13 +81,7 @@ fn read_message(item: Value, path: &str) -> Result<Message, ParseError> {
 fn read_blocks(value: Value, path: &str) -> Result<(Vec<Block>, Shape), ParseError> {
     match value {
         Value::String(text) => Ok((vec![Block::text(text)], Shape::String)),
-        Value::Array(items) => {
-            let mut blocks = Vec::with_capacity(items.len());
-            for (i, item) in items.into_iter().enumerate() {
-                blocks.push(read_block(item, &format!("{path}[{i}]"))?);
-            }
-            Ok((blocks, Shape::Parts))
-        }
+        Value::Array(items) => Ok((read_each(items, path, read_block)?, Shape::Parts)),
         other => Err(ParseError::new(
             path,
             format!(

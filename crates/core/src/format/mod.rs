@@ -163,6 +163,19 @@ pub fn detect(value: &Value) -> Result<Format, ParseError> {
 }
 
 /// "a string", "an object", ... for error messages.
+/// Reads every item of a JSON array with `read`, naming each by its index in errors.
+pub(crate) fn read_each<T>(
+    items: Vec<Value>,
+    path: &str,
+    read: impl Fn(Value, &str) -> Result<T, ParseError>,
+) -> Result<Vec<T>, ParseError> {
+    let mut out = Vec::with_capacity(items.len());
+    for (i, item) in items.into_iter().enumerate() {
+        out.push(read(item, &format!("{path}[{i}]"))?);
+    }
+    Ok(out)
+}
+
 pub(crate) fn kind_of(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",

@@ -2,7 +2,7 @@
 
 use serde_json::{Map, Value};
 
-use super::kind_of;
+use super::{kind_of, read_each};
 use crate::conversation::{
     Block, Conversation, Format, Message, Opaque, Role, Shape, TextBlock, ToolCall, ToolResult,
 };
@@ -179,13 +179,7 @@ pub(super) fn read_content(value: Value, path: &str) -> Result<(Vec<Block>, Shap
     match value {
         Value::String(text) => Ok((vec![Block::text(text)], Shape::String)),
         Value::Null => Ok((Vec::new(), Shape::Null)),
-        Value::Array(parts) => {
-            let mut blocks = Vec::with_capacity(parts.len());
-            for (i, part) in parts.into_iter().enumerate() {
-                blocks.push(read_part(part, &format!("{path}[{i}]"))?);
-            }
-            Ok((blocks, Shape::Parts))
-        }
+        Value::Array(parts) => Ok((read_each(parts, path, read_part)?, Shape::Parts)),
         other => Err(ParseError::new(
             path,
             format!(
