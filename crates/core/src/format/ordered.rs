@@ -266,8 +266,9 @@ impl Serialize for OpenAiCall<'_> {
             false,
             |k, map| match k {
                 "id" => map.serialize_entry("id", &call.id),
+                // A call that came without `type` goes back without it (lossless).
                 "type" => match call.fields.get("type") {
-                    Some(Value::Null) | None => map.serialize_entry("type", "function"),
+                    None => Ok(()),
                     Some(value) => map.serialize_entry("type", value),
                 },
                 _ => map.serialize_entry("function", &OpenAiFunction(call)),
