@@ -50,10 +50,13 @@ fn read_message(item: Value, path: &str) -> Result<Message, ParseError> {
         Some(Value::String(name)) => match name.as_str() {
             "user" => Role::User,
             "assistant" => Role::Assistant,
+            // Claude Code puts a system message inside `messages` (its environment block);
+            // it stays there on writing (its `role` key marks where it came from).
+            "system" => Role::System,
             other => {
                 return Err(ParseError::new(
                     format!("{path}.role"),
-                    format!("unknown role \"{other}\" (expected user or assistant)"),
+                    format!("unknown role \"{other}\" (expected user, assistant or system)"),
                 ));
             }
         },

@@ -82,7 +82,7 @@ pub(super) fn split_markers(messages: Vec<Message>) -> Vec<Message> {
 /// else the one after it; pieces the reader split join the piece before them. Other
 /// consecutive user messages stay as they are: a request is not ours to restructure.
 pub(super) fn wire_groups(messages: &[&Message], strip_pins: bool) -> Vec<Range<usize>> {
-    let is_user = |m: &Message| m.role() != Role::Assistant;
+    let is_user = |m: &Message| m.role() == Role::User;
     let mut groups = Vec::new();
     let mut start = 0;
     while start < messages.len() {

@@ -64,13 +64,12 @@ impl Serialize for View<'_> {
             }
             Format::Anthropic => {
                 let mut map = serializer.serialize_map(None)?;
-                let system: Vec<&Message> =
-                    c.messages.iter().filter(|m| m.role().is_system()).collect();
-                let turns: Vec<&Message> = c
-                    .messages
-                    .iter()
-                    .filter(|m| !m.role().is_system())
-                    .collect();
+                // The top-level `system` is read into system messages without keys; a
+                // system message read from inside `messages` keeps its `role` key and its
+                // place there.
+                let top_level = |m: &&Message| m.role().is_system() && m.fields().is_empty();
+                let system: Vec<&Message> = c.messages.iter().filter(top_level).collect();
+                let turns: Vec<&Message> = c.messages.iter().filter(|m| !top_level(m)).collect();
                 let groups = super::merge::wire_groups(&turns, opts.strip_pins);
                 let messages = Seq(groups
                     .iter()
@@ -310,10 +309,10 @@ struct AnthropicMessage<'a>(&'a Message, WriteOptions);
 impl Serialize for AnthropicMessage<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let m = self.0;
-        let role = if m.role() == Role::Assistant {
-            "assistant"
-        } else {
-            "user"
+        let role = match m.role() {
+            Role::Assistant => "assistant",
+            Role::System => "system",
+            _ => "user",
         };
         let mut map = serializer.serialize_map(None)?;
         write_fields(
