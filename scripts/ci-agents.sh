@@ -21,7 +21,7 @@ TURNS="${CASCADE_AGENT_TURNS:-20}"
 # The limits, in the scripted model's tokens (body bytes / 3): Claude Code's system prompt
 # and 25 tool definitions take about 42K of them, Codex's about 8K; each tool turn adds
 # about 10K (Claude Code keeps 30,000 chars of a command's output) and 5K (Codex).
-CLAUDE_LIMIT="${CASCADE_AGENT_CLAUDE_LIMIT:-80000}"
+CLAUDE_LIMIT="${CASCADE_AGENT_CLAUDE_LIMIT:-60000}"
 CODEX_LIMIT="${CASCADE_AGENT_CODEX_LIMIT:-30000}"
 # Claude Code's default model (claude-opus-5-5) puts `{"role": "system"}` entries inside
 # `messages`, which the proxy's Anthropic reader does not accept yet (see README): the

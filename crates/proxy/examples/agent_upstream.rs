@@ -24,8 +24,12 @@ use cascade_test_support::upstream::{self, Answer, Recorded};
 use cascade_test_support::{OverflowKind, overflow_body_sized};
 use serde_json::{Value, json};
 
-/// The command every tool call asks for: about 109 KB of output.
+/// The command every tool call asks for: about 109 KB of output (Codex keeps its head and
+/// tail).
 const COMMAND: &str = "seq 1 20000";
+/// Claude Code's command: about 24 KB, under the size past which Claude Code saves an output
+/// to a file and sends the model only a 2 KB preview.
+const CLAUDE_COMMAND: &str = "seq 1 5000";
 /// The final answer's text, which the script checks the agents print.
 const FINAL: &str = "CASCADE-AGENT-SCRIPT-DONE";
 
@@ -279,7 +283,7 @@ fn tool_for(protocol: Protocol, body: &Value) -> (String, Value) {
     match protocol {
         Protocol::Anthropic => (
             "Bash".into(),
-            json!({"command": COMMAND, "description": "Print many numbers"}),
+            json!({"command": CLAUDE_COMMAND, "description": "Print many numbers"}),
         ),
         Protocol::Responses if has("exec_command") => {
             ("exec_command".into(), json!({"cmd": COMMAND}))
@@ -296,7 +300,13 @@ enum Reply {
     Tool(u64, (String, Value)),
 }
 
+/// Answers so far: every answer gets its own message id (agents merge the streamed blocks
+/// of one id into one message).
+static ANSWERS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 fn reply(protocol: Protocol, body: &Value, input_tokens: u64, what: Reply) -> Response {
+    let n = ANSWERS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let message_id = format!("msg_{n:05}");
     let model = body["model"].as_str().unwrap_or("scripted").to_owned();
     let stream = body["stream"] == true;
     match protocol {
@@ -312,7 +322,7 @@ fn reply(protocol: Protocol, body: &Value, input_tokens: u64, what: Reply) -> Re
             if !stream {
                 return upstream::json(
                     200,
-                    json!({"id": "msg_1", "type": "message", "role": "assistant",
+                    json!({"id": message_id, "type": "message", "role": "assistant",
                     "model": model, "content": [block], "stop_reason": stop, "stop_sequence": null, "usage": usage}),
                 );
             }
@@ -333,7 +343,7 @@ fn reply(protocol: Protocol, body: &Value, input_tokens: u64, what: Reply) -> Re
             let events = [
                 (
                     "message_start",
-                    json!({"type": "message_start", "message": {"id": "msg_1", "type": "message",
+                    json!({"type": "message_start", "message": {"id": message_id, "type": "message",
                     "role": "assistant", "model": model, "content": [], "stop_reason": null,
                     "stop_sequence": null, "usage": {"input_tokens": input_tokens, "output_tokens": 1}}}),
                 ),
@@ -362,14 +372,15 @@ fn reply(protocol: Protocol, body: &Value, input_tokens: u64, what: Reply) -> Re
                 .collect();
             upstream::sse(sse, Duration::ZERO)
         }
-        Protocol::Responses => responses_reply(&model, stream, input_tokens, what),
+        Protocol::Responses => responses_reply(&model, stream, input_tokens, n, what),
     }
 }
 
-fn responses_reply(model: &str, stream: bool, input_tokens: u64, what: Reply) -> Response {
+fn responses_reply(model: &str, stream: bool, input_tokens: u64, n: u64, what: Reply) -> Response {
+    let (response_id, message_id) = (format!("resp_{n:05}"), format!("msg_{n:05}"));
     let item = match &what {
         Reply::Text(text) => {
-            json!({"type": "message", "id": "msg_1", "status": "completed", "role": "assistant",
+            json!({"type": "message", "id": message_id, "status": "completed", "role": "assistant",
             "content": [{"type": "output_text", "text": text, "annotations": []}]})
         }
         Reply::Tool(step, (name, args)) => {
@@ -380,7 +391,7 @@ fn responses_reply(model: &str, stream: bool, input_tokens: u64, what: Reply) ->
     let usage = json!({"input_tokens": input_tokens, "input_tokens_details": {"cached_tokens": 0},
         "output_tokens": 20, "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": input_tokens + 20});
     let response = |status: &str, output: Value, usage: Value| {
-        json!({"id": "resp_1", "object": "response", "created_at": 1, "status": status, "model": model,
+        json!({"id": response_id, "object": "response", "created_at": 1, "status": status, "model": model,
             "output": output, "usage": usage})
     };
     if !stream {
@@ -398,17 +409,17 @@ fn responses_reply(model: &str, stream: bool, input_tokens: u64, what: Reply) ->
             events.push(
                 json!({"type": "response.output_item.added", "output_index": 0, "item": open}),
             );
-            events.push(json!({"type": "response.content_part.added", "item_id": "msg_1", "output_index": 0,
+            events.push(json!({"type": "response.content_part.added", "item_id": message_id, "output_index": 0,
                 "content_index": 0, "part": {"type": "output_text", "text": "", "annotations": []}}));
             events.push(
-                json!({"type": "response.output_text.delta", "item_id": "msg_1", "output_index": 0,
+                json!({"type": "response.output_text.delta", "item_id": message_id, "output_index": 0,
                 "content_index": 0, "delta": text}),
             );
             events.push(
-                json!({"type": "response.output_text.done", "item_id": "msg_1", "output_index": 0,
+                json!({"type": "response.output_text.done", "item_id": message_id, "output_index": 0,
                 "content_index": 0, "text": text}),
             );
-            events.push(json!({"type": "response.content_part.done", "item_id": "msg_1", "output_index": 0,
+            events.push(json!({"type": "response.content_part.done", "item_id": message_id, "output_index": 0,
                 "content_index": 0, "part": {"type": "output_text", "text": text, "annotations": []}}));
         }
         Reply::Tool(_, _) => {

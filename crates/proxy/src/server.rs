@@ -485,10 +485,12 @@ fn upstream_failure(format: Format, error: &LlmError) -> Response {
 }
 
 fn add_report_header(response: &mut Response, report: &Report) {
-    if report.steps.is_empty() {
+    if report.steps.is_empty() && report.fits {
         return;
     }
-    if let Ok(value) = HeaderValue::from_str(&report.summary_line()) {
+    // The best request that could be made went upstream, but it is over the budget.
+    let fit = if report.fits { "" } else { "; cannot fit" };
+    if let Ok(value) = HeaderValue::from_str(&format!("{}{fit}", report.summary_line())) {
         response.headers_mut().insert(REPORT_HEADER, value);
     }
 }
