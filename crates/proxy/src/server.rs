@@ -490,7 +490,8 @@ fn add_report_header(response: &mut Response, report: &Report) {
     }
     // The best request that could be made went upstream, but it is over the budget.
     let fit = if report.fits { "" } else { "; cannot fit" };
-    if let Ok(value) = HeaderValue::from_str(&format!("{}{fit}", report.summary_line())) {
+    let line = format!("{}{fit}", report.summary_line());
+    if let Ok(value) = HeaderValue::from_str(line.trim_start_matches("; ")) {
         response.headers_mut().insert(REPORT_HEADER, value);
     }
 }
