@@ -57,7 +57,8 @@ stop_servers() {
     done
     pids=()
 }
-trap 'stop_servers; rm -rf "$work"' EXIT
+# CASCADE_AGENT_KEEP=1 keeps the logs (agents, proxy, upstream) for a look after the run.
+trap 'stop_servers; if [ -z "${CASCADE_AGENT_KEEP:-}" ]; then rm -rf "$work"; else echo "ci-agents: logs kept in $work"; fi' EXIT
 
 free_port() {
     python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
