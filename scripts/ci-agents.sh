@@ -113,17 +113,8 @@ run() {
         ;;
     codex)
         mkdir -p "$dir/codex"
-        cat >"$dir/codex/config.toml" <<EOF
-model = "gpt-5.1-codex"
-model_provider = "cascade"
-check_for_update_on_startup = false
-
-[model_providers.cascade]
-name = "cascade proxy"
-base_url = "http://127.0.0.1:$proxy_port/v1"
-env_key = "CASCADE_AGENT_KEY"
-wire_api = "responses"
-EOF
+        sed "s|@PROXY@|http://127.0.0.1:$proxy_port|" "$root/tests/agents/codex-config.toml" \
+            >"$dir/codex/config.toml"
         (cd "$dir/project" && env -i PATH="$PATH" HOME="$dir/home" CODEX_HOME="$dir/codex" \
             CASCADE_AGENT_KEY=dummy-key \
             timeout "$AGENT_TIMEOUT" "$codex" exec --skip-git-repo-check \

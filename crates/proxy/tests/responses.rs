@@ -151,3 +151,26 @@ async fn a_limit_stated_by_an_overflow_is_kept_for_the_next_requests() {
         "{text}"
     );
 }
+
+#[tokio::test]
+async fn a_request_that_cannot_fit_is_sent_as_the_best_request_and_says_so() {
+    // The system prompt alone is over the forced window; the upstream accepts it.
+    let h = start(Script::new(100_000), |c| c.window = Some(2000)).await;
+    let mut messages = history(6, 600, LAST);
+    messages[0]["content"] = json!(common::prose(999, 12_000));
+    let response = post(&h, "/v1/responses", &responses_body(&messages, false)).await;
+    assert_eq!(response.status(), 200);
+    assert!(
+        header(&response).ends_with("cannot fit"),
+        "{}",
+        header(&response)
+    );
+    let seen = h.script.seen();
+    assert_eq!(seen.len(), 1);
+    let sent: Value = serde_json::from_slice(&seen[0].body).unwrap();
+    assert_eq!(sent["instructions"], messages[0]["content"]);
+    assert_eq!(
+        sent["input"].as_array().unwrap().last().unwrap()["content"],
+        LAST
+    );
+}
