@@ -1,5 +1,6 @@
 //! Serves the scripted upstream of the tests on a port, for the SDK check
-//! (`scripts/ci-proxy-sdk.sh`): an OpenAI- and Anthropic-compatible server that enforces a
+//! (`scripts/ci-proxy-sdk.sh`): an OpenAI- (Chat Completions and Responses) and
+//! Anthropic-compatible server that enforces a
 //! context limit with real-looking overflow errors and answers with usage.
 //!
 //! ```text
