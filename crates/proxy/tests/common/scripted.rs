@@ -1,8 +1,7 @@
 //! A scripted upstream for tests and the SDK check: an OpenAI- (Chat Completions and
-//! Responses) and Anthropic-compatible
-//! server on loopback that enforces a context limit with the bodies real providers send,
-//! answers with usage (streaming or not), records every request it sees, and can be told
-//! to answer the next requests with a canned error.
+//! Responses) and Anthropic-compatible server on loopback that enforces a context limit
+//! with the bodies real providers send, answers with usage (streaming or not), records
+//! every request it sees, and can be told to answer the next requests with a canned error.
 //!
 //! It counts a request's prompt as its body bytes divided by `bytes_per_token`, which is
 //! deliberately not the proxy's estimator.
