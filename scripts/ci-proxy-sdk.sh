@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The real OpenAI and Anthropic Python SDKs against `cascade proxy` in front of the scripted
-# upstream (crates/proxy/examples/scripted_upstream.rs), plain and streaming.
+# The real OpenAI (Chat Completions and Responses) and Anthropic Python SDKs against
+# `cascade proxy` in front of the scripted upstream
+# (crates/proxy/examples/scripted_upstream.rs), plain and streaming.
 #
 # Makes a venv (target/sdk-venv, or $CASCADE_SDK_VENV), installs openai, anthropic and
 # pytest, builds, starts both servers on free loopback ports, runs

@@ -105,7 +105,15 @@ pub fn usage_from_sse_event(provider: Provider, data: &str) -> Option<u64> {
     }
     let value: Value = serde_json::from_str(data.trim()).ok()?;
     let tokens = match provider {
-        Provider::OpenAi => prompt_tokens_of_usage(provider, value.get("usage")?),
+        // Chat Completions puts `usage` on the chunk; the Responses API on the response of
+        // its `response.completed` event.
+        Provider::OpenAi => prompt_tokens_of_usage(
+            provider,
+            value
+                .get("usage")
+                .filter(|u| !u.is_null())
+                .or_else(|| value.pointer("/response/usage"))?,
+        ),
         Provider::Anthropic => {
             let usage = match value.get("type").and_then(Value::as_str) {
                 Some("message_start") => value.get("message")?.get("usage")?,
@@ -119,7 +127,10 @@ pub fn usage_from_sse_event(provider: Provider, data: &str) -> Option<u64> {
 
 fn prompt_tokens_of_usage(provider: Provider, usage: &Value) -> Option<u64> {
     match provider {
-        Provider::OpenAi => usage.get("prompt_tokens").and_then(Value::as_u64),
+        // `prompt_tokens` in Chat Completions, `input_tokens` in the Responses API.
+        Provider::OpenAi => ["prompt_tokens", "input_tokens"]
+            .iter()
+            .find_map(|k| usage.get(*k).and_then(Value::as_u64)),
         Provider::Anthropic => {
             // A message_delta often carries only output_tokens: no prompt count then.
             let input = usage.get("input_tokens").and_then(Value::as_u64)?;
@@ -165,6 +176,23 @@ fn join_text_parts(parts: &[Value]) -> String {
         .filter_map(|p| p.get("text").and_then(Value::as_str))
         .collect::<Vec<_>>()
         .join("")
+}
+
+/// The error of a Responses API stream event that ends the response in failure
+/// (`response.failed` with `response.error`, or a bare `error` event), as an error body
+/// `{"error": {...}}` that [`context_cascade::classify`] reads like an error answer. `None`
+/// for every other event (cheap: no JSON parse unless the text names a failure).
+pub fn responses_failure(data: &str) -> Option<String> {
+    if !data.contains("response.failed") && !data.contains("\"error\"") {
+        return None;
+    }
+    let value: Value = serde_json::from_str(data.trim()).ok()?;
+    let error = match value.get("type").and_then(Value::as_str)? {
+        "response.failed" => value.pointer("/response/error")?,
+        "error" => value.get("error").unwrap_or(&value),
+        _ => return None,
+    };
+    Some(serde_json::json!({ "error": error }).to_string())
 }
 
 /// Whether the output was cut off by the output length limit: OpenAI
@@ -218,6 +246,19 @@ mod tests {
             usage_from_sse_event(Provider::Anthropic, delta_in),
             Some(31)
         );
+    }
+
+    #[test]
+    fn responses_usage_and_failures_are_read() {
+        let body = json!({"object": "response", "usage": {"input_tokens": 70, "output_tokens": 2}});
+        assert_eq!(usage_from_response(Provider::OpenAi, &body), Some(70));
+        let done = r#"{"type":"response.completed","response":{"usage":{"input_tokens":55}}}"#;
+        assert_eq!(usage_from_sse_event(Provider::OpenAi, done), Some(55));
+        let failed = r#"{"type":"response.failed","response":{"error":{"code":"context_length_exceeded","message":"too long"}}}"#;
+        let error = responses_failure(failed).unwrap();
+        assert!(context_cascade::classify(Some(400), &error).is_some());
+        let delta = r#"{"type":"response.output_text.delta","delta":"error"}"#;
+        assert_eq!(responses_failure(delta), None);
     }
 
     #[test]

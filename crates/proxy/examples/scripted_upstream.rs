@@ -1,6 +1,7 @@
 //! Serves the scripted upstream of the tests on a port, for the SDK check
-//! (`scripts/ci-proxy-sdk.sh`): an OpenAI- and Anthropic-compatible server that enforces a
-//! context limit with real-looking overflow errors and answers with usage.
+//! (`scripts/ci-proxy-sdk.sh`): an OpenAI- (Chat Completions and Responses) and
+//! Anthropic-compatible server that enforces a context limit with real-looking overflow
+//! errors and answers with usage.
 //!
 //! ```text
 //! cargo run -p cascade-proxy --example scripted_upstream -- --port 9101 --limit 6000

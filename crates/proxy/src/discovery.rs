@@ -4,11 +4,20 @@
 //! `GET /props`, vLLM in `GET /v1/models` (`max_model_len`), Ollama in `POST /api/show`
 //! (`model_info.<arch>.context_length`). Answers (and the absence of one) are cached per
 //! model, so each model costs at most one round of probes.
+//!
+//! A limit the upstream states in an overflow error (`prompt is too long: N tokens > M
+//! maximum`, `maximum context length is M tokens`) is the best knowledge of all short of the
+//! operator's: it is learned for the model and ranks above discovery and the catalog, below
+//! `--window` and the config. When the error counts the prompt alone (no mention of the
+//! completion or `max_tokens`), the output reserve is not part of that limit, so the budget
+//! built on it has no reserve: a request's `max_tokens` must not shrink E below the agent's
+//! own system prompt when the provider would accept the prompt anyway.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 use std::time::Duration;
 
+use context_cascade::Budget;
 use context_cascade::catalog::{Catalog, MatchKind};
 use reqwest::header::HeaderMap;
 use serde_json::{Value, json};
@@ -31,6 +40,8 @@ pub enum WindowSource {
     Catalog,
     /// Nobody knew: the catalog's default.
     Default,
+    /// An overflow error from the upstream stated the limit.
+    Learned,
 }
 
 impl WindowSource {
@@ -42,6 +53,7 @@ impl WindowSource {
             WindowSource::Upstream => "upstream",
             WindowSource::Catalog => "catalog",
             WindowSource::Default => "default",
+            WindowSource::Learned => "learned",
         }
     }
 }
@@ -54,6 +66,37 @@ pub struct Windows {
     discover: bool,
     catalog: Catalog,
     discovered: Mutex<HashMap<String, Option<u64>>>,
+    learned: Mutex<BTreeMap<String, Learned>>,
+}
+
+/// A limit an overflow error stated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Learned {
+    /// The limit, in the provider's tokens.
+    pub limit: u64,
+    /// Whether the error counted the output reserve in it (`... in the completion`,
+    /// `max_tokens`): then the reserve stays in the budget.
+    pub counts_reserve: bool,
+}
+
+impl Learned {
+    /// What an overflow error body says about the limit: `None` when it quotes none.
+    pub fn from_error(body: &str) -> Option<Learned> {
+        let limit = context_cascade::classify(Some(400), body)?.limit_tokens?;
+        let lower = body.to_ascii_lowercase();
+        let counts_reserve = [
+            "completion",
+            "max_tokens",
+            "max_output_tokens",
+            "output tokens",
+        ]
+        .iter()
+        .any(|w| lower.contains(w));
+        Some(Learned {
+            limit,
+            counts_reserve,
+        })
+    }
 }
 
 impl Windows {
@@ -65,7 +108,61 @@ impl Windows {
             discover: config.discover,
             catalog: config.catalog.clone(),
             discovered: Mutex::new(HashMap::new()),
+            learned: Mutex::new(BTreeMap::new()),
         }
+    }
+
+    /// Keeps the limit an overflow error stated for `model`; returns whether it is news
+    /// (a smaller limit than the one already learned, or the first).
+    pub fn learn(&self, model: &str, learned: Learned) -> bool {
+        let mut map = self.learned.lock().unwrap_or_else(|p| p.into_inner());
+        match map.get(model) {
+            Some(known) if known.limit <= learned.limit => false,
+            _ => {
+                tracing::info!(
+                    model,
+                    limit = learned.limit,
+                    counts_reserve = learned.counts_reserve,
+                    "context window learned from an overflow error"
+                );
+                map.insert(model.to_owned(), learned);
+                true
+            }
+        }
+    }
+
+    /// The limit learned for `model`, if any.
+    pub fn learned(&self, model: &str) -> Option<Learned> {
+        let map = self.learned.lock().unwrap_or_else(|p| p.into_inner());
+        map.get(model).copied()
+    }
+
+    /// The budget for a window resolved by [`Windows::resolve`] and a request's output
+    /// reserve: the reserve leaves the budget only for a learned limit on the prompt alone.
+    pub fn budget(&self, model: &str, window: u64, source: WindowSource, reserve: u64) -> Budget {
+        let prompt_only = source == WindowSource::Learned
+            && self.learned(model).is_some_and(|l| !l.counts_reserve);
+        Budget::new(window, if prompt_only { 0 } else { reserve })
+    }
+
+    /// The learned limits in the Prometheus text format (appended to `/metrics`).
+    pub fn render_learned(&self) -> String {
+        let map = self.learned.lock().unwrap_or_else(|p| p.into_inner());
+        let mut out = String::from(
+            "# HELP cascade_learned_window_tokens Context window stated by an overflow error, per model.\n\
+             # TYPE cascade_learned_window_tokens gauge\n",
+        );
+        for (model, learned) in map.iter() {
+            let model = model
+                .replace('\\', "\\\\")
+                .replace('"', "\\\"")
+                .replace('\n', "\\n");
+            out.push_str(&format!(
+                "cascade_learned_window_tokens{{model=\"{model}\"}} {}\n",
+                learned.limit
+            ));
+        }
+        out
     }
 
     /// The window for `model`. `upstream` is the upstream's base URL; `headers` are the
@@ -82,6 +179,9 @@ impl Windows {
         }
         if let Some(window) = self.configured.get(model) {
             return (*window, WindowSource::Config);
+        }
+        if let Some(learned) = self.learned(model) {
+            return (learned.limit, WindowSource::Learned);
         }
         if self.discover {
             let cached = self.cached(model);
@@ -209,5 +309,40 @@ mod tests {
             json!({"model_info": {"llama.context_length": 131072, "llama.embedding_length": 4096}});
         assert_eq!(ollama_window(&show), Some(131072));
         assert_eq!(ollama_window(&json!({})), None);
+    }
+
+    #[test]
+    fn a_stated_limit_ranks_below_the_operator_and_above_the_catalog() {
+        let anthropic = r#"{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 64970 tokens > 59275 maximum"}}"#;
+        let learned = Learned::from_error(anthropic).unwrap();
+        assert_eq!(learned.limit, 59275);
+        assert!(!learned.counts_reserve);
+        let mut config = ProxyConfig::new("http://127.0.0.1:1");
+        config.discover = false;
+        let windows = Windows::new(&config);
+        assert!(windows.learn("claude-x", learned));
+        assert!(!windows.learn("claude-x", learned));
+        let client = reqwest::Client::new();
+        let headers = HeaderMap::new();
+        let resolve = |w: &Windows| {
+            pollster::block_on(w.resolve(&client, "http://127.0.0.1:1", &headers, "claude-x"))
+        };
+        assert_eq!(resolve(&windows), (59275, WindowSource::Learned));
+        // Claude Code's max_tokens 32000 would leave E below its own system prompt.
+        let budget = windows.budget("claude-x", 59275, WindowSource::Learned, 32000);
+        assert_eq!(budget.effective(), 59275);
+        assert!(
+            windows
+                .render_learned()
+                .contains("cascade_learned_window_tokens{model=\"claude-x\"} 59275")
+        );
+        config.windows.insert("claude-x".into(), 1000);
+        let configured = Windows::new(&config);
+        configured.learn("claude-x", learned);
+        assert_eq!(resolve(&configured), (1000, WindowSource::Config));
+        let openai = r#"{"error":{"message":"This model's maximum context length is 4097 tokens. However, you requested 4294 tokens (3294 in the messages, 1000 in the completion).","type":"invalid_request_error","code":"context_length_exceeded"}}"#;
+        let counted = Learned::from_error(openai).unwrap();
+        assert!(counted.counts_reserve);
+        assert_eq!(counted.limit, 4097);
     }
 }

@@ -7,6 +7,8 @@
 //!   parsed, compacted for the model's window, forwarded with the client's headers; an
 //!   overflow answer from the upstream runs the engine's retry loop (at most 5 calls);
 //!   streaming answers are passed through as they arrive.
+//! - `POST /v1/responses` (OpenAI Responses API) the same way; a request whose history the
+//!   provider holds (`previous_response_id`, `conversation`) is forwarded untouched.
 //! - Every other path and method is forwarded untouched.
 //! - `GET /metrics` (Prometheus text) and `GET /healthz`.
 //! - SQLite: a summary cache, the token calibration per model, remembered facts per
@@ -28,6 +30,7 @@ pub mod discovery;
 pub mod error;
 pub mod memory;
 pub mod metrics;
+pub mod responses;
 pub mod server;
 pub mod stability;
 pub mod store;

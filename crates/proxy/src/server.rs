@@ -14,7 +14,7 @@ use bytes::Bytes;
 use cascade_llm::{Executor, Provider, SummarizerSpec};
 use context_cascade::format::parse_value;
 use context_cascade::summarizer::Summarizer;
-use context_cascade::{Budget, Calibration, LlmError, OfflineSummarizer, Report};
+use context_cascade::{Calibration, LlmError, OfflineSummarizer, Report};
 use context_cascade::{CallError, ContextManager};
 use context_cascade::{Conversation, Format};
 use futures::StreamExt;
@@ -25,6 +25,7 @@ use crate::discovery::Windows;
 use crate::error::{ErrorKind, ProxyError, error_response};
 use crate::memory;
 use crate::metrics::{CallOutcome, Metrics, Snapshot};
+use crate::responses::{self, ResponsesCounters, Watched};
 use crate::stability::{Edit, LazyHashes, Sticky, hash_at};
 use crate::store::Store;
 use crate::stream::scan_usage;
@@ -41,16 +42,17 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Everything the handlers share. The engine's configuration, catalog and summarizer live
 /// in the [`ContextManager`] only; the state keeps what the proxy itself uses.
 pub struct AppState {
-    upstream: String,
-    max_request_bytes: usize,
-    upstream_timeout: std::time::Duration,
+    pub(crate) upstream: String,
+    pub(crate) max_request_bytes: usize,
+    pub(crate) upstream_timeout: std::time::Duration,
     /// `None` when `sticky_prefix` is off.
     sticky: Option<Sticky>,
     windows: Windows,
     manager: ContextManager,
-    client: reqwest::Client,
+    pub(crate) client: reqwest::Client,
     store: Arc<Store>,
-    metrics: Arc<Metrics>,
+    pub(crate) metrics: Arc<Metrics>,
+    pub(crate) responses: ResponsesCounters,
 }
 
 impl AppState {
@@ -90,6 +92,7 @@ impl AppState {
             client,
             store,
             metrics,
+            responses: ResponsesCounters::default(),
         }))
     }
 
@@ -130,6 +133,10 @@ pub fn router(state: Arc<AppState>) -> Router {
         // Other methods on the cascade paths are forwarded like any other request.
         .route("/v1/chat/completions", post(openai).fallback(passthrough))
         .route("/v1/messages", post(anthropic).fallback(passthrough))
+        .route(
+            responses::ROUTE,
+            post(responses::responses).fallback(passthrough),
+        )
         .fallback(passthrough)
         .with_state(state)
 }
@@ -152,7 +159,9 @@ pub async fn serve(
 }
 
 async fn metrics(State(state): State<Arc<AppState>>) -> Response {
-    let text = state.metrics.render(&state.manager.calibration());
+    let mut text = state.metrics.render(&state.manager.calibration());
+    text.push_str(&state.windows.render_learned());
+    text.push_str(&state.responses.render());
     let mut response = text.into_response();
     response.headers_mut().insert(
         header::CONTENT_TYPE,
@@ -199,7 +208,11 @@ async fn passthrough(State(state): State<Arc<AppState>>, request: Request) -> Re
 }
 
 /// Reads the body, refusing more than `limit` bytes.
-async fn read_body(headers: &HeaderMap, body: Body, limit: usize) -> Result<Bytes, ErrorKind> {
+pub(crate) async fn read_body(
+    headers: &HeaderMap,
+    body: Body,
+    limit: usize,
+) -> Result<Bytes, ErrorKind> {
     let declared = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
@@ -220,7 +233,7 @@ async fn read_body(headers: &HeaderMap, body: Body, limit: usize) -> Result<Byte
 }
 
 /// One request on a cascade route: read, remember, stitch, compact, call, answer.
-async fn cascade(state: &Arc<AppState>, format: Format, request: Request) -> Response {
+pub(crate) async fn cascade(state: &Arc<AppState>, format: Format, request: Request) -> Response {
     let (parts, body) = request.into_parts();
     let limit = state.max_request_bytes;
     let bytes = match read_body(&parts.headers, body, limit).await {
@@ -279,7 +292,7 @@ async fn cascade(state: &Arc<AppState>, format: Format, request: Request) -> Res
         .resolve(&state.client, &state.upstream, &headers, &model)
         .await;
     state.metrics.window_source(source.as_str());
-    let budget = Budget::new(window, conversation.output_reserve());
+    let budget = (state.windows).budget(&model, window, source, conversation.output_reserve());
     let path = parts
         .uri
         .path_and_query()
@@ -296,7 +309,11 @@ async fn cascade(state: &Arc<AppState>, format: Format, request: Request) -> Res
         stream,
         timeout: state.upstream_timeout,
     };
+    let call = Watched::new(call, format);
     let result = state.manager.call(&call, &mut conversation, budget).await;
+    if let Some(learned) = call.learned() {
+        state.windows.learn(&model, learned);
+    }
     match result {
         Ok(called) => {
             let report = called.report;
@@ -468,10 +485,13 @@ fn upstream_failure(format: Format, error: &LlmError) -> Response {
 }
 
 fn add_report_header(response: &mut Response, report: &Report) {
-    if report.steps.is_empty() {
+    if report.steps.is_empty() && report.fits {
         return;
     }
-    if let Ok(value) = HeaderValue::from_str(&report.summary_line()) {
+    // The best request that could be made went upstream, but it is over the budget.
+    let fit = if report.fits { "" } else { "; cannot fit" };
+    let line = format!("{}{fit}", report.summary_line());
+    if let Ok(value) = HeaderValue::from_str(line.trim_start_matches("; ")) {
         response.headers_mut().insert(REPORT_HEADER, value);
     }
 }

@@ -1,7 +1,7 @@
-//! A scripted upstream for tests and the SDK check: an OpenAI- and Anthropic-compatible
-//! server on loopback that enforces a context limit with the bodies real providers send,
-//! answers with usage (streaming or not), records every request it sees, and can be told
-//! to answer the next requests with a canned error.
+//! A scripted upstream for tests and the SDK check: an OpenAI- (Chat Completions and
+//! Responses) and Anthropic-compatible server on loopback that enforces a context limit
+//! with the bodies real providers send, answers with usage (streaming or not), records
+//! every request it sees, and can be told to answer the next requests with a canned error.
 //!
 //! It counts a request's prompt as its body bytes divided by `bytes_per_token`, which is
 //! deliberately not the proxy's estimator.
@@ -112,11 +112,13 @@ fn answer(script: Arc<Script>, request: Recorded) -> Answer {
         match (request.method.as_str(), request.path.as_str()) {
             ("POST", "/v1/chat/completions") => chat(script, headers, body).await,
             ("POST", "/v1/messages") => messages(script, headers, body).await,
+            ("POST", "/v1/responses") => responses(script, headers, body).await,
             ("GET", "/props") => props(script).await,
             ("GET", "/v1/models") => models(script, headers).await,
-            (_, "/v1/chat/completions" | "/v1/messages" | "/props" | "/v1/models") => {
-                (StatusCode::METHOD_NOT_ALLOWED, "method not allowed").into_response()
-            }
+            (
+                _,
+                "/v1/chat/completions" | "/v1/messages" | "/v1/responses" | "/props" | "/v1/models",
+            ) => (StatusCode::METHOD_NOT_ALLOWED, "method not allowed").into_response(),
             _ => upstream::not_found(),
         }
     })
@@ -321,6 +323,81 @@ async fn messages(script: Arc<Script>, headers: HeaderMap, body: Bytes) -> Respo
         "stop_reason": "end_turn", "stop_sequence": null, "usage": usage
     });
     json_response(200, answer.to_string(), &[])
+}
+
+/// The OpenAI Responses API: an overflow is a 400 answer when not streaming, and a
+/// `response.failed` event after `response.created` when streaming (as OpenAI does).
+async fn responses(script: Arc<Script>, headers: HeaderMap, body: Bytes) -> Response {
+    let canned = script.canned.lock().unwrap().pop_front();
+    if let Some((status, text, extra)) = canned {
+        record(&script, "/v1/responses", &headers, &body, status);
+        return json_response(status, text, &extra);
+    }
+    let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let tokens = script.tokens(&body);
+    let stream = request["stream"] == true;
+    let model = request["model"].as_str().unwrap_or("scripted").to_string();
+    let response = |status: &str, output: Value, usage: Value| {
+        json!({"id": "resp_1", "object": "response", "created_at": 1, "status": status,
+               "model": model, "output": output, "usage": usage, "error": null})
+    };
+    let created = json!({"type": "response.created", "sequence_number": 0,
+        "response": response("in_progress", json!([]), Value::Null)});
+    let event = |e: &Value| format!("event: {}\ndata: {e}\n\n", e["type"].as_str().unwrap());
+    if tokens > script.limit {
+        record(&script, "/v1/responses", &headers, &body, 400);
+        if stream {
+            let mut failed = response("failed", json!([]), Value::Null);
+            failed["error"] = json!({"code": "context_length_exceeded",
+                "message": "Your input exceeds the context window of this model. Please adjust your input and try again."});
+            let failed =
+                json!({"type": "response.failed", "sequence_number": 1, "response": failed});
+            return sse_response(vec![event(&created), event(&failed)]);
+        }
+        let (status, error) = overflow_body_sized(OverflowKind::OpenAi, script.limit, tokens);
+        return json_response(status, error, &[]);
+    }
+    record(&script, "/v1/responses", &headers, &body, 200);
+    let items = request["input"].as_array().map_or(1, Vec::len);
+    let last = match &request["input"] {
+        Value::String(s) => s.chars().take(60).collect(),
+        Value::Array(items) => (items.iter().rev())
+            .filter(|i| i["role"] == "user")
+            .find_map(|i| match &i["content"] {
+                Value::String(s) => Some(s.chars().take(60).collect()),
+                Value::Array(parts) => parts
+                    .iter()
+                    .find_map(|p| p["text"].as_str().map(|t| t.chars().take(60).collect())),
+                _ => None,
+            })
+            .unwrap_or_default(),
+        _ => String::new(),
+    };
+    let text = format!("scripted reply to {items} items: {last}");
+    let message = json!({"type": "message", "id": "msg_1", "status": "completed", "role": "assistant",
+        "content": [{"type": "output_text", "text": text, "annotations": []}]});
+    let usage = json!({"input_tokens": tokens, "input_tokens_details": {"cached_tokens": 0},
+        "output_tokens": 5, "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": tokens + 5});
+    let done = response("completed", json!([message]), usage);
+    if !stream {
+        return json_response(200, done.to_string(), &[]);
+    }
+    let events = [
+        created,
+        json!({"type": "response.output_item.added", "sequence_number": 1, "output_index": 0,
+            "item": {"type": "message", "id": "msg_1", "status": "in_progress", "role": "assistant", "content": []}}),
+        json!({"type": "response.content_part.added", "sequence_number": 2, "item_id": "msg_1", "output_index": 0,
+            "content_index": 0, "part": {"type": "output_text", "text": "", "annotations": []}}),
+        json!({"type": "response.output_text.delta", "sequence_number": 3, "item_id": "msg_1", "output_index": 0,
+            "content_index": 0, "delta": text}),
+        json!({"type": "response.output_text.done", "sequence_number": 4, "item_id": "msg_1", "output_index": 0,
+            "content_index": 0, "text": text}),
+        json!({"type": "response.content_part.done", "sequence_number": 5, "item_id": "msg_1", "output_index": 0,
+            "content_index": 0, "part": {"type": "output_text", "text": text, "annotations": []}}),
+        json!({"type": "response.output_item.done", "sequence_number": 6, "output_index": 0, "item": message}),
+        json!({"type": "response.completed", "sequence_number": 7, "response": done}),
+    ];
+    sse_response(events.iter().map(event).collect())
 }
 
 fn sse_response(events: Vec<String>) -> Response {

@@ -130,3 +130,57 @@ def test_anthropic_bad_request_is_a_readable_sdk_error():
             messages=[{"role": "user", "content": 42}],
         )
     assert "$.messages[0].content" in str(error.value)
+
+
+def responses_input():
+    return [
+        {"type": "message", "role": m["role"], "content": m["content"]} for m in history()
+    ]
+
+
+def test_openai_responses_plain():
+    raw = openai_client().responses.with_raw_response.create(
+        model="gpt-4o",
+        instructions=SYSTEM,
+        input=responses_input(),
+        max_output_tokens=256,
+    )
+    assert "prune_history" in raw.headers.get("x-context-cascade", "")
+    response = raw.parse()
+    assert response.status == "completed"
+    assert response.output_text.startswith("scripted reply to ")
+    assert LAST in response.output_text
+    assert response.usage.input_tokens > 0
+
+
+def test_openai_responses_streaming():
+    # The scripted upstream fails an over-limit stream with `response.failed`: the proxy
+    # must retry before the client sees any event, so the SDK sees one clean response.
+    stream = openai_client().responses.create(
+        model="gpt-4o",
+        instructions=SYSTEM,
+        input=responses_input(),
+        stream=True,
+    )
+    kinds = []
+    text = ""
+    final = None
+    for event in stream:
+        kinds.append(event.type)
+        if event.type == "response.output_text.delta":
+            text += event.delta
+        if event.type == "response.completed":
+            final = event.response
+    assert "response.failed" not in kinds
+    assert kinds.count("response.created") == 1
+    assert text.startswith("scripted reply to ")
+    assert LAST in text
+    assert final is not None and final.usage.input_tokens > 0
+
+
+def test_openai_responses_with_history_upstream_is_forwarded():
+    raw = openai_client().responses.with_raw_response.create(
+        model="gpt-4o", input="and then?", previous_response_id="resp_0"
+    )
+    assert raw.headers.get("x-context-cascade", "").startswith("history-upstream")
+    assert raw.parse().output_text.startswith("scripted reply to ")
