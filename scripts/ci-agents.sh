@@ -23,10 +23,9 @@ TURNS="${CASCADE_AGENT_TURNS:-20}"
 # about 10K (Claude Code keeps 30,000 chars of a command's output) and 5K (Codex).
 CLAUDE_LIMIT="${CASCADE_AGENT_CLAUDE_LIMIT:-60000}"
 CODEX_LIMIT="${CASCADE_AGENT_CODEX_LIMIT:-30000}"
-# Claude Code's default model (claude-opus-5-5) puts `{"role": "system"}` entries inside
-# `messages`, which the proxy's Anthropic reader does not accept yet (see README): the
-# session runs on claude-sonnet-4-5, whose requests are the classic Messages shape.
-CLAUDE_MODEL="${CASCADE_AGENT_CLAUDE_MODEL:-claude-sonnet-4-5}"
+# Claude Code runs with its default model (whose requests carry `{"role": "system"}` entries
+# inside `messages`) unless CASCADE_AGENT_CLAUDE_MODEL names another.
+CLAUDE_MODEL="${CASCADE_AGENT_CLAUDE_MODEL:-}"
 AGENT_TIMEOUT="${CASCADE_AGENT_TIMEOUT:-600}"
 npm_dir="${CASCADE_AGENT_NPM:-$HOME/.cache/context-cascade/npm}"
 
@@ -107,7 +106,7 @@ run() {
             DISABLE_TELEMETRY=1 DISABLE_AUTOUPDATER=1 DISABLE_ERROR_REPORTING=1 \
             CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 \
             ANTHROPIC_BASE_URL="http://127.0.0.1:$proxy_port" ANTHROPIC_API_KEY=dummy-key \
-            timeout "$AGENT_TIMEOUT" "$claude" -p "$prompt" --model "$CLAUDE_MODEL" \
+            timeout "$AGENT_TIMEOUT" "$claude" -p "$prompt" ${CLAUDE_MODEL:+--model "$CLAUDE_MODEL"} \
             --dangerously-skip-permissions \
             </dev/null >"$dir/agent.out" 2>"$dir/agent.err") || rc=$?
         ;;
