@@ -70,8 +70,16 @@ async fn facts_stay_with_their_credential(path: &str, header: &str) {
         .map(|r| String::from_utf8_lossy(&r.bytes).into_owned())
         .collect();
     assert_eq!(sent.len(), 3);
-    assert!(!sent[1].contains("K-42"), "credential B got A's fact: {}", sent[1]);
-    assert!(sent[2].contains("K-42"), "credential A lost its fact: {}", sent[2]);
+    assert!(
+        !sent[1].contains("K-42"),
+        "credential B got A's fact: {}",
+        sent[1]
+    );
+    assert!(
+        sent[2].contains("K-42"),
+        "credential A lost its fact: {}",
+        sent[2]
+    );
 }
 
 #[tokio::test]
