@@ -11,6 +11,7 @@ use axum::body::{Body, Bytes};
 use cascade_proxy::ProxyConfig;
 use cascade_proxy::config::IN_MEMORY_DB;
 use cascade_test_support::upstream::{self, Answer};
+use futures::StreamExt;
 use serde_json::{Value, json};
 
 /// The events of one answer in `path`'s format.
@@ -22,7 +23,8 @@ fn events(path: &str, n: usize) -> Vec<String> {
                     "delta": {"type": "text_delta", "text": format!("w{i} ")}});
                 format!("event: content_block_delta\ndata: {data}\n\n")
             } else {
-                let data = json!({"choices": [{"index": 0, "delta": {"content": format!("w{i} ")}}]});
+                let data =
+                    json!({"choices": [{"index": 0, "delta": {"content": format!("w{i} ")}}]});
                 format!("data: {data}\n\n")
             }
         })
@@ -38,11 +40,18 @@ async fn cutting(n: usize, timeout: Duration) -> String {
         let mut bytes = all.into_bytes();
         bytes.extend_from_slice(&partial.as_bytes()[..partial.len() / 2]);
         let piece = 7 + hit % 13;
-        let mut chunks: Vec<Result<Bytes, std::io::Error>> =
-            bytes.chunks(piece).map(|c| Ok(Bytes::copy_from_slice(c))).collect();
-        chunks.push(Err(std::io::Error::other("cut")));
-        Box::pin(async move { upstream::sse_body(Body::from_stream(futures::stream::iter(chunks))) })
-            as Answer
+        let chunks: Vec<Result<Bytes, std::io::Error>> = bytes
+            .chunks(piece)
+            .map(|c| Ok(Bytes::copy_from_slice(c)))
+            .collect();
+        // The cut comes once the bytes are out (hyper would drop what it had not yet
+        // written if the error came with them): the upstream did send every byte.
+        let cut = futures::stream::once(async {
+            tokio::time::sleep(Duration::from_millis(30)).await;
+            Err(std::io::Error::other("cut"))
+        });
+        let stream = futures::stream::iter(chunks).chain(cut);
+        Box::pin(async move { upstream::sse_body(Body::from_stream(stream)) }) as Answer
     })
     .await;
     let mut config = ProxyConfig::new(up.base.clone());
