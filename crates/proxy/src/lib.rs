@@ -24,8 +24,12 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod config;
+pub mod cut;
+pub mod decisions;
 pub mod discovery;
 pub mod error;
+pub mod labels;
+pub mod limits;
 pub mod memory;
 pub mod metrics;
 pub mod server;
@@ -33,9 +37,10 @@ pub mod stability;
 pub mod store;
 pub mod stream;
 pub mod summary_cache;
+pub mod tenancy;
 pub mod upstream;
 
 pub use cascade_llm::{EndpointSpec, Provider, SummarizerSpec};
 pub use config::ProxyConfig;
 pub use error::ProxyError;
-pub use server::{AppState, REPORT_HEADER, router, serve};
+pub use server::{AppState, REPORT_HEADER, router, serve, serve_state};

@@ -15,7 +15,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 async fn proxy(configure: impl FnOnce(&mut ProxyConfig)) -> String {
-    let up = upstream::start(|_, _| upstream::json(200, upstream::openai_completion("ok", 9))).await;
+    let up =
+        upstream::start(|_, _| upstream::json(200, upstream::openai_completion("ok", 9))).await;
     let mut config = ProxyConfig::new(up.base.clone());
     config.db_path = IN_MEMORY_DB.into();
     config.discover = false;
@@ -49,7 +50,10 @@ async fn a_trickling_request_head_is_cut_at_the_header_timeout() {
     let head = b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nx-slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n\r\n";
     let cut = trickle(&mut stream, head, Duration::from_millis(500)).await;
     let cut = cut.expect("the connection stayed open");
-    assert!(cut >= Duration::from_millis(1500) && cut < Duration::from_secs(5), "{cut:?}");
+    assert!(
+        cut >= Duration::from_millis(1500) && cut < Duration::from_secs(5),
+        "{cut:?}"
+    );
 }
 
 #[tokio::test]
@@ -57,7 +61,9 @@ async fn a_trickling_body_is_cut_at_the_body_timeout() {
     let proxy = proxy(|c| c.body_read_timeout = Duration::from_secs(2)).await;
     let address = proxy.trim_start_matches("http://");
     let mut stream = TcpStream::connect(address).await.unwrap();
-    let body = json!({"model": "gpt-4o", "messages": [{"role": "user", "content": "x".repeat(200)}]}).to_string();
+    let body =
+        json!({"model": "gpt-4o", "messages": [{"role": "user", "content": "x".repeat(200)}]})
+            .to_string();
     let head = format!(
         "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
         body.len()
