@@ -233,13 +233,13 @@ impl Store {
 
     /// The bytes of conversation state stored (what the size cap counts).
     pub fn stored_bytes(&self) -> rusqlite::Result<u64> {
-        let result = (|| total_bytes(&self.lock()))();
+        let result = total_bytes(&self.lock());
         self.track(result)
     }
 
     /// A cached summary and the token limit it was made under.
     pub fn summary(&self, key: &str) -> rusqlite::Result<Option<(String, u64)>> {
-        let result = (|| {
+        let result = {
             self.lock()
                 .query_row(
                     "SELECT summary, max_tokens FROM summaries WHERE key = ?1",
@@ -252,7 +252,7 @@ impl Store {
                     },
                 )
                 .optional()
-        })();
+        };
         self.track(result)
     }
 
@@ -375,13 +375,13 @@ impl Store {
 
     /// How many conversations have a saved upstream request.
     pub fn session_count(&self) -> rusqlite::Result<u64> {
-        let result = (|| {
+        let result = {
             self.lock()
                 .query_row("SELECT COUNT(*) FROM sessions", [], |row| {
                     row.get::<_, i64>(0)
                 })
                 .map(|n| n.max(0) as u64)
-        })();
+        };
         self.track(result)
     }
 
@@ -399,7 +399,7 @@ impl Store {
 
     /// A conversation's last upstream request, if one was saved.
     pub fn session(&self, conversation: &str) -> rusqlite::Result<Option<StoredSession>> {
-        let result = (|| {
+        let result = {
             self.lock()
                 .query_row(
                     "SELECT format, originals, decisions FROM sessions WHERE conversation = ?1",
@@ -418,7 +418,7 @@ impl Store {
                     },
                 )
                 .optional()
-        })();
+        };
         self.track(result)
     }
 }
