@@ -457,6 +457,10 @@ fn prepare_file(path: &Path) -> Result<(), ProxyError> {
             .mode(0o700)
             .create(parent)?;
     }
+    if path.is_dir() {
+        // Not a database: SQLite says so in its own words (a store error).
+        return Ok(());
+    }
     let file = OpenOptions::new()
         .create(true)
         .append(true)
