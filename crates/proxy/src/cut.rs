@@ -141,14 +141,12 @@ mod tests {
             futures::stream::iter(chunks),
             Duration::from_secs(5),
         );
-        let out: Vec<_> = pollster::block_on(async {
-            // `timeout` needs a runtime.
-            tokio::runtime::Builder::new_current_thread()
-                .enable_time()
-                .build()
-                .unwrap()
-                .block_on(stream.collect::<Vec<_>>())
-        });
+        // The idle timer needs a runtime with time.
+        let out: Vec<_> = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap()
+            .block_on(stream.collect::<Vec<_>>());
         out.into_iter()
             .map(|c| String::from_utf8(c.unwrap().to_vec()).unwrap())
             .collect()
