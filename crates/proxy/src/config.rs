@@ -7,6 +7,11 @@
 //! db = "/var/lib/cascade.db"     # SQLite file (":memory:" keeps nothing)
 //! max_request_bytes = 33554432
 //! upstream_timeout_secs = 600
+//! header_read_timeout_secs = 30  # a client must send its request head within this
+//! body_read_timeout_secs = 120   # ... and its body within this
+//! max_connections = 1024         # more wait until one closes
+//! state_ttl_secs = 604800        # stored state unused this long is evicted (7 days)
+//! state_max_bytes = 268435456    # stored state beyond this evicts the oldest entries
 //! discover = true                # ask the upstream for its window (llama.cpp, vLLM, Ollama)
 //! sticky_prefix = true           # re-apply earlier compaction to a conversation's known prefix
 //! compact_short_of_watermark = true  # SPEC's ②; false leaves ② to ③ when it cannot reach 0.6·E
@@ -43,6 +48,16 @@ use crate::error::ProxyError;
 pub const DEFAULT_MAX_REQUEST_BYTES: usize = 32 * 1024 * 1024;
 /// Default time to wait for the upstream (headers, and between body chunks).
 pub const DEFAULT_UPSTREAM_TIMEOUT: Duration = Duration::from_secs(600);
+/// Default time a client has to send its request head.
+pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
+/// Default time a client has to send its request body.
+pub const DEFAULT_BODY_READ_TIMEOUT: Duration = Duration::from_secs(120);
+/// Default limit on open client connections.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
+/// Default time to live of stored state: 7 days.
+pub const DEFAULT_STATE_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
+/// Default cap on stored state: 256 MiB.
+pub const DEFAULT_STATE_MAX_BYTES: u64 = 256 * 1024 * 1024;
 /// The SQLite path that keeps everything in memory (tests, throwaway runs).
 pub const IN_MEMORY_DB: &str = ":memory:";
 
@@ -78,6 +93,20 @@ pub struct ProxyConfig {
     /// Time allowed for the upstream to answer (and between two streamed chunks).
     #[serde(rename = "upstream_timeout_secs", deserialize_with = "seconds")]
     pub upstream_timeout: Duration,
+    /// Time a client has to send its request head; a slower one is disconnected.
+    #[serde(rename = "header_read_timeout_secs", deserialize_with = "seconds")]
+    pub header_read_timeout: Duration,
+    /// Time a client has to send its request body; a slower one gets 408.
+    #[serde(rename = "body_read_timeout_secs", deserialize_with = "seconds")]
+    pub body_read_timeout: Duration,
+    /// Open client connections at most; further ones wait until one closes.
+    pub max_connections: usize,
+    /// Stored conversation state (facts, sticky decisions, summaries) unused for this long
+    /// is evicted.
+    #[serde(rename = "state_ttl_secs", deserialize_with = "seconds")]
+    pub state_ttl: Duration,
+    /// Cap on the stored state's bytes; beyond it the least recently used entries go.
+    pub state_max_bytes: u64,
     /// Ask the upstream for its context window (llama.cpp `/props`, vLLM `/v1/models`,
     /// Ollama `/api/show`) when neither flag nor config names one.
     pub discover: bool,
@@ -114,6 +143,11 @@ impl Default for ProxyConfig {
             db_path: default_db_path(),
             max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
             upstream_timeout: DEFAULT_UPSTREAM_TIMEOUT,
+            header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT,
+            body_read_timeout: DEFAULT_BODY_READ_TIMEOUT,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            state_ttl: DEFAULT_STATE_TTL,
+            state_max_bytes: DEFAULT_STATE_MAX_BYTES,
             discover: true,
             sticky_prefix: true,
             model_tables: IgnoredAny,
@@ -168,6 +202,29 @@ impl ProxyConfig {
             return Err(ProxyError::Config(
                 "max_request_bytes must be positive".into(),
             ));
+        }
+        if self.max_connections == 0 {
+            return Err(ProxyError::Config(
+                "max_connections must be positive".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Rejects an upstream that is not an `http://` or `https://` URL with a host, so that
+    /// a typo fails at startup rather than as a 502 on every request.
+    pub fn validate_upstream(&self) -> Result<(), ProxyError> {
+        let text = self.upstream_base();
+        if text.is_empty() {
+            return Err(ProxyError::Config("no upstream URL given".into()));
+        }
+        let bad = |why: &str| ProxyError::Config(format!("upstream {text:?}: {why}"));
+        let url = reqwest::Url::parse(text).map_err(|e| bad(&e.to_string()))?;
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(bad("expected an http:// or https:// URL"));
+        }
+        if url.host_str().is_none_or(str::is_empty) {
+            return Err(bad("the URL has no host"));
         }
         Ok(())
     }

@@ -31,6 +31,8 @@ pub enum ErrorKind {
     TooLarge,
     /// The conversation could not be made to fit (400, `context_length_exceeded`).
     ContextLength,
+    /// The client did not send its request in time (408).
+    ClientTimeout,
     /// The upstream could not be reached (502).
     Unreachable,
     /// The upstream did not answer in time (504).
@@ -45,6 +47,7 @@ impl ErrorKind {
         match self {
             ErrorKind::InvalidRequest | ErrorKind::ContextLength => StatusCode::BAD_REQUEST,
             ErrorKind::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            ErrorKind::ClientTimeout => StatusCode::REQUEST_TIMEOUT,
             ErrorKind::Unreachable => StatusCode::BAD_GATEWAY,
             ErrorKind::Timeout => StatusCode::GATEWAY_TIMEOUT,
             ErrorKind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
@@ -55,6 +58,7 @@ impl ErrorKind {
         match self {
             ErrorKind::InvalidRequest => ("invalid_request_error", None),
             ErrorKind::TooLarge => ("invalid_request_error", Some("request_too_large")),
+            ErrorKind::ClientTimeout => ("invalid_request_error", Some("request_timeout")),
             ErrorKind::ContextLength => ("invalid_request_error", Some("context_length_exceeded")),
             ErrorKind::Unreachable => ("upstream_error", Some("upstream_unreachable")),
             ErrorKind::Timeout => ("upstream_error", Some("upstream_timeout")),
@@ -64,7 +68,9 @@ impl ErrorKind {
 
     fn anthropic_type(self) -> &'static str {
         match self {
-            ErrorKind::InvalidRequest | ErrorKind::ContextLength => "invalid_request_error",
+            ErrorKind::InvalidRequest | ErrorKind::ContextLength | ErrorKind::ClientTimeout => {
+                "invalid_request_error"
+            }
             ErrorKind::TooLarge => "request_too_large",
             ErrorKind::Unreachable | ErrorKind::Internal => "api_error",
             ErrorKind::Timeout => "timeout_error",

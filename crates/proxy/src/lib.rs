@@ -26,8 +26,12 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod config;
+pub mod cut;
+pub mod decisions;
 pub mod discovery;
 pub mod error;
+pub mod labels;
+pub mod limits;
 pub mod memory;
 pub mod metrics;
 pub mod responses;
@@ -36,9 +40,10 @@ pub mod stability;
 pub mod store;
 pub mod stream;
 pub mod summary_cache;
+pub mod tenancy;
 pub mod upstream;
 
 pub use cascade_llm::{EndpointSpec, Provider, SummarizerSpec};
 pub use config::ProxyConfig;
 pub use error::ProxyError;
-pub use server::{AppState, REPORT_HEADER, router, serve};
+pub use server::{AppState, REPORT_HEADER, router, serve, serve_state};

@@ -29,7 +29,7 @@ use serde_json::Value;
 use crate::REPORT_HEADER;
 use crate::discovery::Learned;
 use crate::error::{ErrorKind, error_response};
-use crate::server::{AppState, cascade, read_body};
+use crate::server::{AppState, cascade, read_request_body};
 use crate::upstream::{UpstreamCall, UpstreamOutput, forward};
 
 /// The route's path.
@@ -60,18 +60,9 @@ impl ResponsesCounters {
 /// `POST /v1/responses`.
 pub async fn responses(State(state): State<Arc<AppState>>, request: Request) -> Response {
     let (parts, body) = request.into_parts();
-    let limit = state.max_request_bytes;
-    let bytes = match read_body(&parts.headers, body, limit).await {
+    let bytes = match read_request_body(&state, Format::Responses, &parts.headers, body).await {
         Ok(bytes) => bytes,
-        Err(kind) => {
-            let message = match kind {
-                ErrorKind::TooLarge => format!(
-                    "context-cascade: request body exceeds the proxy's limit of {limit} bytes"
-                ),
-                _ => "context-cascade: could not read the request body".to_owned(),
-            };
-            return error_response(Format::Responses, kind, &message);
-        }
+        Err(answer) => return answer,
     };
     let response = if holds_history_upstream(&bytes) {
         state

@@ -21,15 +21,19 @@ use futures::StreamExt;
 use serde_json::Value;
 
 use crate::config::ProxyConfig;
+use crate::cut::complete_events;
 use crate::discovery::Windows;
 use crate::error::{ErrorKind, ProxyError, error_response};
+use crate::labels::ModelLabels;
+use crate::limits::{Limits, deadline_body, serve_connections};
 use crate::memory;
 use crate::metrics::{CallOutcome, Metrics, Snapshot};
 use crate::responses::{self, ResponsesCounters, Watched};
 use crate::stability::{Edit, LazyHashes, Sticky, hash_at};
-use crate::store::Store;
+use crate::store::{Retention, Store};
 use crate::stream::scan_usage;
 use crate::summary_cache::CachingSummarizer;
+use crate::tenancy::{TENANT, Tenancy};
 use crate::upstream::{
     UpstreamCall, UpstreamOutput, forward, forwarded_headers, passthrough_error, response_headers,
 };
@@ -53,26 +57,40 @@ pub struct AppState {
     store: Arc<Store>,
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) responses: ResponsesCounters,
+    /// Whose state a request may see (keyed hashes of credentials).
+    pub(crate) tenancy: Tenancy,
+    /// Model names that may be metric labels and calibration rows.
+    pub(crate) labels: ModelLabels,
+    pub(crate) limits: Limits,
 }
 
 impl AppState {
     /// Opens the store, restores the calibration and builds the engine for `config`.
     pub fn new(config: ProxyConfig) -> Result<Arc<AppState>, ProxyError> {
         config.validate()?;
-        if config.upstream_base().is_empty() {
-            return Err(ProxyError::Config("no upstream URL given".into()));
-        }
-        let store = Arc::new(Store::open(&config.db_path)?);
+        config.validate_upstream()?;
+        let retention = Retention {
+            ttl: config.state_ttl,
+            max_bytes: config.state_max_bytes,
+        };
+        let store = Arc::new(Store::open(&config.db_path, retention)?);
+        let tenancy = Tenancy::open(&config.db_path)?;
+        let limits = Limits::from_config(&config);
         let metrics = Arc::new(Metrics::default());
         let windows = Windows::new(&config);
         let inner = summarizer(&config.summarizer)?;
         let cached = CachingSummarizer::new(inner, store.clone(), metrics.clone());
         let upstream = config.upstream_base().to_owned();
+        let restored = store.calibration()?;
+        let labels = ModelLabels::new(
+            config.catalog.clone(),
+            restored.iter().map(|(m, _)| m.clone()),
+        );
         let manager = ContextManager::new(config.cascade)
             .with_catalog(config.catalog)
             .with_summarizer(Arc::new(cached));
         let mut calibration = Calibration::new();
-        for (model, scale) in store.calibration()? {
+        for (model, scale) in restored {
             calibration.set(&model, scale);
         }
         manager.restore_calibration(calibration);
@@ -93,6 +111,9 @@ impl AppState {
             store,
             metrics,
             responses: ResponsesCounters::default(),
+            tenancy,
+            labels,
+            limits,
         }))
     }
 
@@ -106,8 +127,12 @@ impl AppState {
         &self.manager
     }
 
-    /// Persists the calibration of `model` after an observation.
+    /// Persists the calibration of `model` after an observation (only for a model name
+    /// something other than the client vouched for: see [`ModelLabels`]).
     fn save_scale(&self, model: &str) {
+        if !self.labels.is_known(model) {
+            return;
+        }
         if let Some(scale) = self.manager.calibration().get(model)
             && let Err(e) = self.store.save_scale(model, scale)
         {
@@ -128,7 +153,7 @@ fn summarizer(spec: &SummarizerSpec) -> Result<Arc<dyn Summarizer>, ProxyError> 
 /// The proxy's routes over `state`.
 pub fn router(state: Arc<AppState>) -> Router {
     Router::new()
-        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/healthz", get(health))
         .route("/metrics", get(metrics))
         // Other methods on the cascade paths are forwarded like any other request.
         .route("/v1/chat/completions", post(openai).fallback(passthrough))
@@ -147,19 +172,44 @@ pub async fn serve(
     listener: tokio::net::TcpListener,
 ) -> Result<(), ProxyError> {
     let state = AppState::new(config)?;
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    serve_state(state, listener, ctrl_c).await
+}
+
+/// Serves an already built `state` on `listener` until `shutdown` completes (build the
+/// state first to fail on a bad configuration before listening).
+pub async fn serve_state(
+    state: Arc<AppState>,
+    listener: tokio::net::TcpListener,
+    shutdown: impl std::future::Future<Output = ()> + Send,
+) -> Result<(), ProxyError> {
     if let Ok(address) = listener.local_addr() {
         tracing::info!(%address, upstream = %state.upstream, "context-cascade proxy listening");
     }
-    axum::serve(listener, router(state))
-        .with_graceful_shutdown(async {
-            let _ = tokio::signal::ctrl_c().await;
-        })
-        .await?;
-    Ok(())
+    let limits = state.limits;
+    serve_connections(listener, router(state), limits, shutdown).await
+}
+
+/// `ok`, or `degraded` with the reason while the store fails (requests are still served,
+/// without the state the store keeps).
+async fn health(State(state): State<Arc<AppState>>) -> String {
+    match state.store.failure() {
+        None => "ok\n".to_owned(),
+        Some(reason) => format!("degraded: the state store is unavailable ({reason})\n"),
+    }
 }
 
 async fn metrics(State(state): State<Arc<AppState>>) -> Response {
-    let mut text = state.metrics.render(&state.manager.calibration());
+    // Only the model names admitted as labels (a client-chosen name is not a series).
+    let mut calibration = Calibration::new();
+    for (model, scale) in state.manager.calibration().models() {
+        if state.labels.is_known(model) {
+            calibration.set(model, scale);
+        }
+    }
+    let mut text = state.metrics.render(&calibration);
     text.push_str(&state.windows.render_learned());
     text.push_str(&state.responses.render());
     let mut response = text.into_response();
@@ -190,6 +240,7 @@ async fn passthrough(State(state): State<Arc<AppState>>, request: Request) -> Re
     let (parts, body) = request.into_parts();
     let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
     let url = format!("{}{path}", state.upstream);
+    let body = Body::from_stream(deadline_body(body, state.limits.body_read_timeout));
     let result = forward(
         &state.client,
         url,
@@ -207,12 +258,19 @@ async fn passthrough(State(state): State<Arc<AppState>>, request: Request) -> Re
     response
 }
 
-/// Reads the body, refusing more than `limit` bytes.
-pub(crate) async fn read_body(
+/// Reads the body, refusing more than `limit` bytes or a body slower than `timeout`.
+async fn read_body(
     headers: &HeaderMap,
     body: Body,
     limit: usize,
+    timeout: Duration,
 ) -> Result<Bytes, ErrorKind> {
+    tokio::time::timeout(timeout, read_limited(headers, body, limit))
+        .await
+        .unwrap_or(Err(ErrorKind::ClientTimeout))
+}
+
+async fn read_limited(headers: &HeaderMap, body: Body, limit: usize) -> Result<Bytes, ErrorKind> {
     let declared = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
@@ -232,24 +290,41 @@ pub(crate) async fn read_body(
     Ok(Bytes::from(buffer))
 }
 
+/// Reads a cascade route's body within the proxy's size and time limits, or the error
+/// answer (in the route's format) that says which limit it broke.
+pub(crate) async fn read_request_body(
+    state: &AppState,
+    format: Format,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<Bytes, Response> {
+    let limit = state.max_request_bytes;
+    let timeout = state.limits.body_read_timeout;
+    read_body(headers, body, limit, timeout)
+        .await
+        .map_err(|kind| {
+            let message = match kind {
+                ErrorKind::TooLarge => {
+                    format!(
+                        "context-cascade: request body exceeds the proxy's limit of {limit} bytes"
+                    )
+                }
+                ErrorKind::ClientTimeout => format!(
+                    "context-cascade: the request body did not arrive within {} s",
+                    timeout.as_secs()
+                ),
+                _ => "context-cascade: could not read the request body".to_owned(),
+            };
+            error_response(format, kind, &message)
+        })
+}
+
 /// One request on a cascade route: read, remember, stitch, compact, call, answer.
 pub(crate) async fn cascade(state: &Arc<AppState>, format: Format, request: Request) -> Response {
     let (parts, body) = request.into_parts();
-    let limit = state.max_request_bytes;
-    let bytes = match read_body(&parts.headers, body, limit).await {
+    let bytes = match read_request_body(state, format, &parts.headers, body).await {
         Ok(bytes) => bytes,
-        Err(ErrorKind::TooLarge) => {
-            let message =
-                format!("context-cascade: request body exceeds the proxy's limit of {limit} bytes");
-            return error_response(format, ErrorKind::TooLarge, &message);
-        }
-        Err(kind) => {
-            return error_response(
-                format,
-                kind,
-                "context-cascade: could not read the request body",
-            );
-        }
+        Err(answer) => return answer,
     };
     let mut body: Value = match serde_json::from_slice(&bytes) {
         Ok(body) => body,
@@ -268,7 +343,12 @@ pub(crate) async fn cascade(state: &Arc<AppState>, format: Format, request: Requ
         .unwrap_or("")
         .to_owned();
     let stream = body.get("stream").and_then(Value::as_bool) == Some(true);
-    let key = memory::conversation_key(&parts.headers, &body, format);
+    // Everything kept about the conversation is the credential's own (SPEC "Proxy state").
+    let tenant = state.tenancy.tenant(&parts.headers);
+    let key = Tenancy::scoped(
+        &tenant,
+        &memory::conversation_key(&parts.headers, &body, format),
+    );
     let injection = remember(state, &key, &mut body, format);
     let mut hashes = lazy_hashes(&bytes, &body, format, injection);
     let mut conversation = match parse_value(body, Some(format)) {
@@ -292,6 +372,7 @@ pub(crate) async fn cascade(state: &Arc<AppState>, format: Format, request: Requ
         .resolve(&state.client, &state.upstream, &headers, &model)
         .await;
     state.metrics.window_source(source.as_str());
+    state.labels.admit(&model, source);
     let budget = (state.windows).budget(&model, window, source, conversation.output_reserve());
     let path = parts
         .uri
@@ -310,7 +391,10 @@ pub(crate) async fn cascade(state: &Arc<AppState>, format: Format, request: Requ
         timeout: state.upstream_timeout,
     };
     let call = Watched::new(call, format);
-    let result = state.manager.call(&call, &mut conversation, budget).await;
+    // The summary cache below the engine sees the tenant through the task.
+    let result = TENANT
+        .scope(tenant, state.manager.call(&call, &mut conversation, budget))
+        .await;
     if let Some(learned) = call.learned() {
         state.windows.learn(&model, learned);
     }
@@ -320,7 +404,7 @@ pub(crate) async fn cascade(state: &Arc<AppState>, format: Format, request: Requ
             state.metrics.report(&report, CallOutcome::Answered);
             if let Some(sticky) = &state.sticky {
                 let changed = stitched.is_some() || !report.steps.is_empty();
-                sticky.record(&key, &mut hashes, &conversation, changed);
+                sticky.record(&key, &mut hashes, &conversation, changed, bytes.clone());
             }
             state.save_scale(&model);
             let mut response = success(state, called.output, &conversation, model);
@@ -417,6 +501,11 @@ fn remember(
         }
     };
     let missing = memory::missing_facts(body, &facts);
+    if !missing.is_empty()
+        && let Err(e) = state.store.touch_facts(key)
+    {
+        tracing::warn!(error = %e, "could not mark remembered facts as used");
+    }
     let injection = memory::inject(body, format, &missing);
     state.metrics.facts(stored, missing.len());
     injection
@@ -446,7 +535,9 @@ fn success(
             let prior = state.manager.prior(sent);
             let observer = state.clone();
             let provider = Provider::for_format(sent.format);
-            let body = scan_usage(provider, upstream.bytes_stream(), move |tokens| {
+            let idle = state.upstream_timeout;
+            let events = complete_events(sent.format, upstream.bytes_stream(), idle);
+            let body = scan_usage(provider, events, move |tokens| {
                 observer.manager.observe(&model, prior, tokens);
                 observer.save_scale(&model);
             });

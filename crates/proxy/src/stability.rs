@@ -11,17 +11,21 @@
 //! until the budget is crossed again.
 //!
 //! Only conversations the cascade actually changed are remembered: for the others the
-//! original messages are what went upstream, and nothing needs re-applying.
+//! original messages are what went upstream, and nothing needs re-applying. In memory an
+//! entry holds the messages sent; on disk only the decisions ([`crate::decisions`]):
+//! references to the client's messages and the messages the cascade wrote.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use context_cascade::format::{WriteOptions, parse, to_vec};
+use bytes::Bytes;
+use context_cascade::format::parse;
 use context_cascade::{Conversation, Format};
 use serde_json::Value;
 use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
 
+use crate::decisions::{self, Origin};
 use crate::store::{Store, StoredSession};
 
 /// How many conversations are kept in memory (the store keeps them all).
@@ -29,6 +33,35 @@ const MEMORY_CAPACITY: usize = 256;
 
 /// A hash of one original message.
 pub type MessageHash = [u8; 32];
+
+/// A conversation found on disk, not yet checked against the request.
+struct Stored {
+    format: Format,
+    originals: Vec<MessageHash>,
+    decisions: Vec<u8>,
+}
+
+/// Where a conversation's entry was found.
+enum Found {
+    Memory(Entry),
+    Disk(Stored),
+}
+
+impl Found {
+    fn format(&self) -> Format {
+        match self {
+            Found::Memory(e) => e.format,
+            Found::Disk(s) => s.format,
+        }
+    }
+
+    fn originals(&self) -> &[MessageHash] {
+        match self {
+            Found::Memory(e) => &e.originals,
+            Found::Disk(s) => &s.originals,
+        }
+    }
+}
 
 #[derive(Clone)]
 struct Entry {
@@ -147,6 +180,11 @@ impl<'a> LazyHashes<'a> {
         }
     }
 
+    /// The memory injection applied on top of the client's messages.
+    pub fn edit(&self) -> Option<Edit> {
+        self.edit
+    }
+
     /// The hashes, computed now if they were not yet.
     pub fn get(&mut self) -> Option<&[MessageHash]> {
         if self.computed.is_none() {
@@ -183,7 +221,7 @@ impl Sticky {
         }
     }
 
-    fn lookup(&self, key: &str) -> Option<Entry> {
+    fn lookup(&self, key: &str) -> Option<Found> {
         {
             let mut guard = self.entries.lock().unwrap_or_else(|p| p.into_inner());
             let (map, clock) = &mut *guard;
@@ -191,7 +229,7 @@ impl Sticky {
             let now = *clock;
             if let Some(entry) = map.get_mut(key) {
                 entry.last_used = now;
-                return Some(entry.clone());
+                return Some(Found::Memory(entry.clone()));
             }
         }
         let stored = match self.store.session(key) {
@@ -211,28 +249,11 @@ impl Sticky {
             .iter()
             .map(|h| hex::decode(h).ok()?.try_into().ok())
             .collect::<Option<Vec<MessageHash>>>()?;
-        let mut compacted = parse(&stored.compacted, Some(format)).ok()?;
-        compacted.envelope.clear();
-        let entry = Entry {
+        Some(Found::Disk(Stored {
             format,
             originals,
-            compacted: Arc::new(compacted),
-            last_used: 0,
-        };
-        // Kept in memory from now on: the next request of the conversation is a map hit,
-        // and forgetting it (record) also deletes the stored copy.
-        let mut guard = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-        let (map, clock) = &mut *guard;
-        *clock += 1;
-        insert(
-            map,
-            key,
-            Entry {
-                last_used: *clock,
-                ..entry.clone()
-            },
-        );
-        Some(entry)
+            decisions: stored.decisions,
+        }))
     }
 
     /// Replaces the known prefix of `conversation` (whose messages hash to `hashes`) with
@@ -243,21 +264,46 @@ impl Sticky {
         hashes: &mut LazyHashes<'_>,
         conversation: &mut Conversation,
     ) -> Option<usize> {
-        let entry = self.lookup(key)?;
+        let found = self.lookup(key)?;
         let hashes = hashes.get()?;
         if hashes.len() != conversation.messages.len() {
             return None;
         }
-        let known = entry.originals.len();
-        if entry.format != conversation.format
+        let known = found.originals().len();
+        if found.format() != conversation.format
             || known == 0
             || known > hashes.len()
-            || hashes[..known] != entry.originals[..]
+            || hashes[..known] != found.originals()[..]
         {
             return None;
         }
+        let prefix = match found {
+            Found::Memory(entry) => entry.compacted.messages.clone(),
+            Found::Disk(stored) => {
+                let format = stored.format;
+                let messages =
+                    decisions::decode(&stored.decisions, format, &conversation.messages, known)?;
+                // Kept in memory from now on: the next request of the conversation is a map
+                // hit, and forgetting it (record) also deletes the stored copy.
+                let mut guard = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+                let (map, clock) = &mut *guard;
+                *clock += 1;
+                let entry = Entry {
+                    format,
+                    originals: stored.originals,
+                    compacted: Arc::new(Conversation {
+                        format,
+                        messages: messages.clone(),
+                        envelope: Default::default(),
+                    }),
+                    last_used: *clock,
+                };
+                insert(map, key, entry);
+                messages
+            }
+        };
         let tail = conversation.messages.split_off(known);
-        conversation.messages = entry.compacted.messages.clone();
+        conversation.messages = prefix;
         conversation.messages.extend(tail);
         Some(known)
     }
@@ -265,12 +311,14 @@ impl Sticky {
     /// Remembers what went upstream for a conversation. `changed` says whether what was sent
     /// differs from the originals (a strategy applied now, or an earlier prefix was reused);
     /// when it does not, the conversation is forgotten: there is nothing to re-apply.
+    /// `request` is the client's body, which the stored decisions refer to.
     pub fn record(
         &self,
         key: &str,
         hashes: &mut LazyHashes<'_>,
         sent: &Conversation,
         changed: bool,
+        request: Bytes,
     ) {
         let originals = if changed {
             match hashes.get() {
@@ -306,7 +354,8 @@ impl Sticky {
         // Written off the request path: a long history is megabytes of JSON.
         let store = self.store.clone();
         let key = key.to_owned();
-        tokio::task::spawn_blocking(move || persist(&store, &key, entry));
+        let edit = hashes.edit();
+        tokio::task::spawn_blocking(move || persist(&store, &key, entry, &request, edit));
     }
 }
 
@@ -324,14 +373,32 @@ fn insert(map: &mut HashMap<String, Entry>, key: &str, entry: Entry) {
     map.insert(key.to_owned(), entry);
 }
 
-fn persist(store: &Store, key: &str, entry: Entry) {
-    let Ok(compacted) = to_vec(&entry.compacted, WriteOptions::default()) else {
+/// Writes a conversation's decisions: the messages sent, as references to the client's
+/// messages (`request`, with the memory `edit` applied) where they are the same.
+fn persist(store: &Store, key: &str, entry: Entry, request: &[u8], edit: Option<Edit>) {
+    let Ok(client) = parse(request, Some(entry.format)) else {
+        return;
+    };
+    // The client's message i sits at this index of the request the cascade saw.
+    let index = |i: usize| match edit {
+        Some(e) if e.inserted && i >= e.index => Some(i + 1),
+        Some(e) if !e.inserted && i == e.index => None,
+        _ => Some(i),
+    };
+    let sent = &entry.compacted.messages;
+    let origins = decisions::origins(sent, &client.messages, index);
+    let encoded = decisions::encode(entry.format, sent, &origins).or_else(|| {
+        // Messages that do not read back alone: every one referred to or written whole.
+        let all = vec![Origin::Written; sent.len()];
+        decisions::encode(entry.format, sent, &all)
+    });
+    let Some(decisions) = encoded else {
         return;
     };
     let session = StoredSession {
         format: entry.format.as_str().to_owned(),
         originals: entry.originals.iter().map(hex::encode).collect(),
-        compacted,
+        decisions,
     };
     if let Err(e) = store.save_session(key, &session) {
         tracing::warn!(error = %e, "could not persist a sticky prefix");
@@ -364,7 +431,9 @@ mod tests {
 
     #[tokio::test]
     async fn known_prefix_is_replaced_and_new_messages_appended() {
-        let store = Arc::new(Store::open(Path::new(crate::config::IN_MEMORY_DB)).unwrap());
+        let store = Arc::new(
+            Store::open(Path::new(crate::config::IN_MEMORY_DB), Default::default()).unwrap(),
+        );
         let sticky = Sticky::new(store);
         let first = json!({"model": "m", "messages": [
             {"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]});
@@ -372,7 +441,13 @@ mod tests {
         let mut sent = parse_value(first.clone(), Some(Format::OpenAi)).unwrap();
         sent.messages[1] = Message::text(context_cascade::Role::Assistant, "B (compacted)");
         let mut hashes = LazyHashes::new(&first_bytes, Format::OpenAi, None);
-        sticky.record("k", &mut hashes, &sent, true);
+        sticky.record(
+            "k",
+            &mut hashes,
+            &sent,
+            true,
+            Bytes::from(first_bytes.clone()),
+        );
 
         let second = json!({"model": "m", "messages": [
             {"role": "user", "content": "a"}, {"role": "assistant", "content": "b"},

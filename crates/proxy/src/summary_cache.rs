@@ -45,6 +45,8 @@ impl CachingSummarizer {
             hasher.update((bytes.len() as u64).to_le_bytes());
             hasher.update(bytes);
         };
+        // Summaries are the tenant's own, like the rest of a conversation's state.
+        field(crate::tenancy::current_tenant().as_bytes());
         field(self.inner.id().as_bytes());
         field(&messages);
         field(request.previous_summary().unwrap_or("").as_bytes());
@@ -114,7 +116,9 @@ mod tests {
 
     #[test]
     fn same_messages_hit_the_cache() {
-        let store = Arc::new(Store::open(Path::new(crate::config::IN_MEMORY_DB)).unwrap());
+        let store = Arc::new(
+            Store::open(Path::new(crate::config::IN_MEMORY_DB), Default::default()).unwrap(),
+        );
         let metrics = Arc::new(Metrics::default());
         let inner = Arc::new(Counting(AtomicUsize::new(0)));
         let cache = CachingSummarizer::new(inner.clone(), store, metrics.clone());

@@ -35,14 +35,31 @@ const CONNECTION_HEADERS: &[&str] = &[
     "content-length",
 ];
 
+/// The header names the `Connection` header lists: they describe this hop only and are
+/// not forwarded either (RFC 9110 §7.6.1), lower-cased.
+fn connection_options(headers: &HeaderMap) -> Vec<String> {
+    (headers.get_all(axum::http::header::CONNECTION).iter())
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(|token| token.trim().to_ascii_lowercase())
+        .filter(|token| !token.is_empty())
+        .collect()
+}
+
+/// Whether `name` (lower case, as `HeaderName` keeps it) belongs to this hop only.
+fn hop_by_hop(name: &str, options: &[String]) -> bool {
+    CONNECTION_HEADERS.contains(&name) || options.iter().any(|o| o == name)
+}
+
 /// The client's headers minus the per-connection ones. With `identity`, also without
 /// `accept-encoding`: the cascade routes must read the upstream's answers (usage, overflow
 /// errors), so they ask for them uncompressed.
 pub fn forwarded_headers(headers: &HeaderMap, identity: bool) -> HeaderMap {
+    let options = connection_options(headers);
     let mut out = HeaderMap::with_capacity(headers.len());
     for (name, value) in headers {
         let lower = name.as_str();
-        if CONNECTION_HEADERS.contains(&lower)
+        if hop_by_hop(lower, &options)
             || (identity && lower == "accept-encoding")
             || lower == "x-cascade-session"
         {
@@ -55,9 +72,10 @@ pub fn forwarded_headers(headers: &HeaderMap, identity: bool) -> HeaderMap {
 
 /// The upstream's response headers that may be passed on to the client.
 pub fn response_headers(headers: &HeaderMap) -> HeaderMap {
+    let options = connection_options(headers);
     let mut out = HeaderMap::with_capacity(headers.len());
     for (name, value) in headers {
-        if !CONNECTION_HEADERS.contains(&name.as_str()) {
+        if !hop_by_hop(name.as_str(), &options) {
             out.append(name.clone(), value.clone());
         }
     }
@@ -203,9 +221,18 @@ pub async fn forward(
     timeout: Duration,
 ) -> Result<Response, LlmError> {
     let body = reqwest::Body::wrap_stream(body.into_data_stream());
+    let mut outgoing = forwarded_headers(headers, false);
+    // The client's framing is kept: a body it sent with a length goes on with that length
+    // (the HTTP client honours the header), not re-framed as chunks some upstreams cannot
+    // read. Only a chunked body goes on chunked.
+    if !headers.contains_key(axum::http::header::TRANSFER_ENCODING)
+        && let Some(length) = headers.get(axum::http::header::CONTENT_LENGTH)
+    {
+        outgoing.insert(axum::http::header::CONTENT_LENGTH, length.clone());
+    }
     let request = client
         .request(method, url)
-        .headers(forwarded_headers(headers, false))
+        .headers(outgoing)
         .body(body)
         .send();
     let upstream = match tokio::time::timeout(timeout, request).await {
@@ -243,6 +270,10 @@ mod tests {
                 .get("accept-encoding")
                 .is_some()
         );
+        h.insert("connection", HeaderValue::from_static("close, X-Hop"));
+        h.insert("x-hop", HeaderValue::from_static("1"));
+        assert!(forwarded_headers(&h, false).get("x-hop").is_none());
+        assert!(response_headers(&h).get("x-hop").is_none());
     }
 
     #[test]

@@ -126,6 +126,7 @@ async fn window_is_discovered_from_llama_cpp_props() {
 async fn calibration_survives_a_restart() {
     let path = std::env::temp_dir().join(format!("cascade-proxy-test-{}.db", std::process::id()));
     let _ = std::fs::remove_file(&path);
+    let _ = std::fs::remove_file(cascade_proxy::tenancy::secret_path(&path));
     let db = path.clone();
     let h = start(Script::new(1_000_000), move |c| {
         c.window = Some(128_000);
@@ -143,12 +144,14 @@ async fn calibration_survives_a_restart() {
         Some(before)
     );
     let _ = std::fs::remove_file(&path);
+    let _ = std::fs::remove_file(cascade_proxy::tenancy::secret_path(&path));
 }
 
 #[tokio::test]
 async fn sticky_prefix_survives_a_restart() {
     let path = std::env::temp_dir().join(format!("cascade-proxy-sticky-{}.db", std::process::id()));
     let _ = std::fs::remove_file(&path);
+    let _ = std::fs::remove_file(cascade_proxy::tenancy::secret_path(&path));
     let db = path.clone();
     let mut script = Script::new(1_000_000);
     script.report_usage = false;
@@ -169,7 +172,7 @@ async fn sticky_prefix_survives_a_restart() {
     config.db_path = path.clone();
     config.window = Some(8000);
     config.discover = false;
-    let store = cascade_proxy::store::Store::open(&path).unwrap();
+    let store = cascade_proxy::store::Store::open(&path, Default::default()).unwrap();
     for _ in 0..500 {
         if store.session_count().unwrap() > 0 {
             break;
@@ -183,6 +186,9 @@ async fn sticky_prefix_survives_a_restart() {
     let response = h
         .client
         .post(format!("{proxy}/v1/chat/completions"))
+        // The same credential as the first request: the state is the credential's own.
+        .header("authorization", "Bearer sk-test-123")
+        .header("x-api-key", "ant-test-456")
         .json(&second)
         .send()
         .await
@@ -203,6 +209,7 @@ async fn sticky_prefix_survives_a_restart() {
         "the restarted proxy re-applied the same compaction"
     );
     let _ = std::fs::remove_file(&path);
+    let _ = std::fs::remove_file(cascade_proxy::tenancy::secret_path(&path));
 }
 
 #[tokio::test]
@@ -210,6 +217,7 @@ async fn summary_cache_survives_a_restart() {
     let path =
         std::env::temp_dir().join(format!("cascade-proxy-summaries-{}.db", std::process::id()));
     let _ = std::fs::remove_file(&path);
+    let _ = std::fs::remove_file(cascade_proxy::tenancy::secret_path(&path));
     let db = path.clone();
     let mut script = Script::new(1_000_000);
     script.report_usage = false;
@@ -238,6 +246,9 @@ async fn summary_cache_survives_a_restart() {
         .client
         .post(format!("{proxy}/v1/chat/completions"))
         .header("x-cascade-session", "after-restart")
+        // The same credential as the first request: summaries are the credential's own.
+        .header("authorization", "Bearer sk-test-123")
+        .header("x-api-key", "ant-test-456")
         .json(&body)
         .send()
         .await
@@ -248,4 +259,5 @@ async fn summary_cache_survives_a_restart() {
     let seen = h.script.seen();
     assert_eq!(seen[0].body, seen[1].body);
     let _ = std::fs::remove_file(&path);
+    let _ = std::fs::remove_file(cascade_proxy::tenancy::secret_path(&path));
 }

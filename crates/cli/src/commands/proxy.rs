@@ -4,7 +4,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use cascade_proxy::ProxyConfig;
+use cascade_proxy::{AppState, ProxyConfig};
 
 use crate::commands::SummarizerArgs;
 use crate::error::CliError;
@@ -40,18 +40,21 @@ pub(crate) fn run(args: &ProxyArgs) -> Result<(), CliError> {
         .build()
         .map_err(CliError::Runtime)?;
     runtime.block_on(async move {
-        let listener = tokio::net::TcpListener::bind(config.listen)
+        // The store, the secret and the HTTP client first: a bad --db fails before
+        // "listening" is printed.
+        let listen = config.listen;
+        let upstream = config.upstream_base().to_owned();
+        let state = AppState::new(config)?;
+        let listener = tokio::net::TcpListener::bind(listen)
             .await
-            .map_err(|e| {
-                CliError::bad_input("--listen", config.listen.to_string(), e.to_string())
-            })?;
+            .map_err(|e| CliError::bad_input("--listen", listen.to_string(), e.to_string()))?;
         if let Ok(address) = listener.local_addr() {
-            eprintln!(
-                "cascade proxy: listening on http://{address}, upstream {}",
-                config.upstream_base()
-            );
+            eprintln!("cascade proxy: listening on http://{address}, upstream {upstream}");
         }
-        cascade_proxy::serve(config, listener)
+        let ctrl_c = async {
+            let _ = tokio::signal::ctrl_c().await;
+        };
+        cascade_proxy::serve_state(state, listener, ctrl_c)
             .await
             .map_err(CliError::from)
     })
@@ -71,6 +74,9 @@ fn configure(args: &ProxyArgs) -> Result<ProxyConfig, CliError> {
             "proxy: an upstream is required: --upstream URL or `upstream` in --config".into(),
         ));
     }
+    config
+        .validate_upstream()
+        .map_err(|e| CliError::Usage(format!("proxy: {e}")))?;
     if let Some(listen) = args.listen {
         config.listen = listen;
     }

@@ -8,7 +8,7 @@ pub mod scripted;
 use std::sync::Arc;
 
 use cascade_proxy::config::IN_MEMORY_DB;
-use cascade_proxy::{AppState, ProxyConfig, router};
+use cascade_proxy::{AppState, ProxyConfig, serve_state};
 use serde_json::{Value, json};
 
 #[allow(unused_imports)]
@@ -47,9 +47,10 @@ pub async fn start_proxy(config: ProxyConfig) -> (String, Arc<AppState>) {
     let state = AppState::new(config).unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let proxy = format!("http://{}", listener.local_addr().unwrap());
-    let app = router(state.clone());
+    // The proxy's own accept loop (its client limits), as `cascade proxy` runs it.
+    let served = state.clone();
     tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
+        let _ = serve_state(served, listener, std::future::pending()).await;
     });
     (proxy, state)
 }

@@ -220,6 +220,11 @@ async fn chat(script: Arc<Script>, headers: HeaderMap, body: Bytes) -> Response 
     if model == "endless" {
         return endless(script.clone());
     }
+    if model == "cut" {
+        let data = json!({"id": "c", "object": "chat.completion.chunk", "created": 1,
+            "model": "cut", "choices": [{"index": 0, "delta": {"content": "partial "}}]});
+        return cut_stream(format!("data: {data}\n\n"));
+    }
     if request["stream"] == true {
         let include_usage = request["stream_options"]["include_usage"] == true;
         let mut events = Vec::new();
@@ -280,6 +285,12 @@ async fn messages(script: Arc<Script>, headers: HeaderMap, body: Bytes) -> Respo
     record(&script, "/v1/messages", &headers, &body, 200);
     let text = reply_text(&request);
     let model = request["model"].as_str().unwrap_or("scripted").to_string();
+    if model == "cut" {
+        let start = json!({"type": "message_start", "message": {"id": "msg_c", "type": "message",
+            "role": "assistant", "model": "cut", "content": [], "stop_reason": null,
+            "stop_sequence": null, "usage": {"input_tokens": 1, "output_tokens": 1}}});
+        return cut_stream(format!("event: message_start\ndata: {start}\n\n"));
+    }
     // Without usage reporting the counts are zero, which the proxy ignores.
     let reported = if script.report_usage { tokens } else { 0 };
     let usage = json!({"input_tokens": reported, "output_tokens": 5});
@@ -424,6 +435,20 @@ fn endless(script: Arc<Script>) -> Response {
         Some((Ok::<_, std::io::Error>(Bytes::from(event)), (flag, n + 1)))
     });
     upstream::sse_body(Body::from_stream(stream))
+}
+
+/// A stream (model `cut`) that sends `first`, half an event more, then breaks the connection.
+fn cut_stream(first: String) -> Response {
+    let sent = futures::stream::iter([
+        Ok::<_, std::io::Error>(Bytes::from(first)),
+        Ok(Bytes::from_static(b"data: {\"choices\":[{\"ind")),
+    ]);
+    let cut = futures::stream::once(async {
+        // Once the bytes are out: the proxy did receive them.
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        Err(std::io::Error::other("cut"))
+    });
+    upstream::sse_body(Body::from_stream(futures::StreamExt::chain(sent, cut)))
 }
 
 async fn props(script: Arc<Script>) -> Response {

@@ -184,3 +184,28 @@ def test_openai_responses_with_history_upstream_is_forwarded():
     )
     assert raw.headers.get("x-context-cascade", "").startswith("history-upstream")
     assert raw.parse().output_text.startswith("scripted reply to ")
+
+
+def test_openai_cut_stream_is_an_sdk_error_after_the_received_events():
+    stream = openai_client().chat.completions.create(
+        model="cut", messages=[{"role": "user", "content": "hi"}], stream=True
+    )
+    text = ""
+    with pytest.raises(openai.APIError) as error:
+        for chunk in stream:
+            for choice in chunk.choices:
+                text += choice.delta.content or ""
+    assert text == "partial "
+    assert "broke" in str(error.value)
+
+
+def test_anthropic_cut_stream_is_an_sdk_error_after_the_received_events():
+    events = []
+    with pytest.raises(anthropic.APIError) as error:
+        with anthropic_client().messages.stream(
+            model="cut", max_tokens=16, messages=[{"role": "user", "content": "hi"}]
+        ) as stream:
+            for event in stream:
+                events.append(event.type)
+    assert events[:1] == ["message_start"]
+    assert "broke" in str(error.value)

@@ -1,0 +1,107 @@
+//! What the store keeps and how: private files, a time to live, a size cap, and decisions
+//! and hashes instead of whole conversations.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, unreachable_pub)] // test code: a failure is a test failure
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use cascade_proxy::store::{Retention, Store};
+use common::{LAST, Script, history, post, start};
+use serde_json::json;
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("cascade-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+fn mode(path: &std::path::Path) -> u32 {
+    std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+}
+
+fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+#[tokio::test]
+async fn files_are_private_and_sessions_keep_no_whole_conversation() {
+    let root = temp_dir("perms");
+    let db = root.join("state").join("cascade.db");
+    let path = db.clone();
+    let h = start(Script::new(1_000_000), move |c| {
+        c.window = Some(6000);
+        c.db_path = path;
+    })
+    .await;
+    let body = json!({"model": "gpt-4o", "messages": history(12, 1500, LAST)});
+    let response = post(&h, "/v1/chat/completions", &body).await;
+    assert_eq!(response.status(), 200);
+    assert!(response.headers().get("x-context-cascade").is_some());
+    tokio::time::sleep(Duration::from_millis(300)).await; // the session is written off-path
+    assert_eq!(mode(db.parent().unwrap()), 0o700);
+    for entry in std::fs::read_dir(db.parent().unwrap()).unwrap() {
+        let path = entry.unwrap().path();
+        assert_eq!(mode(&path), 0o600, "{}", path.display());
+    }
+    let connection = rusqlite::Connection::open(&db).unwrap();
+    let stored: i64 = connection
+        .query_row("SELECT COUNT(*) FROM sessions", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(stored, 1, "the compacted conversation is remembered");
+    let dump: String = connection
+        .query_row(
+            "SELECT group_concat(CAST(decisions AS TEXT), '') FROM sessions",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    // Kept messages are referenced by position, not copied.
+    assert!(!dump.contains("careful coding agent"), "{dump}");
+    assert!(!dump.contains(LAST), "{dump}");
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+#[test]
+fn entries_older_than_the_ttl_are_evicted() {
+    let root = temp_dir("ttl");
+    let retention = Retention {
+        ttl: Duration::from_secs(7 * 24 * 3600),
+        max_bytes: 1 << 30,
+    };
+    let store = Store::open(&root.join("c.db"), retention).unwrap();
+    store.put_summary("k", 100, "a summary").unwrap();
+    store.add_fact("conv", "h", "a fact").unwrap();
+    store.evict(now() + 24 * 3600).unwrap();
+    assert!(store.summary("k").unwrap().is_some());
+    assert_eq!(store.facts("conv").unwrap().len(), 1);
+    store.evict(now() + 8 * 24 * 3600).unwrap();
+    assert!(store.summary("k").unwrap().is_none());
+    assert!(store.facts("conv").unwrap().is_empty());
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+#[test]
+fn the_size_cap_evicts_the_oldest_entries() {
+    let root = temp_dir("cap");
+    let retention = Retention {
+        ttl: Duration::from_secs(7 * 24 * 3600),
+        max_bytes: 20_000,
+    };
+    let store = Store::open(&root.join("c.db"), retention).unwrap();
+    let text = "s".repeat(1000);
+    for i in 0..100 {
+        store.put_summary(&format!("k{i}"), 100, &text).unwrap();
+    }
+    store.evict(now()).unwrap();
+    assert!(store.stored_bytes().unwrap() <= 20_000);
+    assert!(store.summary("k99").unwrap().is_some(), "the newest stays");
+    assert!(store.summary("k0").unwrap().is_none(), "the oldest goes");
+    let _ = std::fs::remove_dir_all(&root);
+}
