@@ -22,7 +22,7 @@ use serde_json::Value;
 
 use crate::config::ProxyConfig;
 use crate::cut::complete_events;
-use crate::discovery::Windows;
+use crate::discovery::{Learned, Windows};
 use crate::error::{ErrorKind, ProxyError, error_response};
 use crate::labels::ModelLabels;
 use crate::limits::{Limits, deadline_body, serve_connections};
@@ -78,6 +78,16 @@ impl AppState {
         let limits = Limits::from_config(&config);
         let metrics = Arc::new(Metrics::default());
         let windows = Windows::new(&config);
+        // Limits learned from overflow errors before a restart still hold.
+        for (model, limit, counts_reserve) in store.learned_windows()? {
+            windows.learn(
+                &model,
+                Learned {
+                    limit,
+                    counts_reserve,
+                },
+            );
+        }
         let inner = summarizer(&config.summarizer)?;
         let cached = CachingSummarizer::new(inner, store.clone(), metrics.clone());
         let upstream = config.upstream_base().to_owned();
@@ -396,7 +406,12 @@ pub(crate) async fn cascade(state: &Arc<AppState>, format: Format, request: Requ
         .scope(tenant, state.manager.call(&call, &mut conversation, budget))
         .await;
     if let Some(learned) = call.learned() {
-        state.windows.learn(&model, learned);
+        if state.windows.learn(&model, learned)
+            && let Err(e) =
+                (state.store).save_learned_window(&model, learned.limit, learned.counts_reserve)
+        {
+            tracing::warn!(model, error = %e, "could not persist a learned window");
+        }
     }
     match result {
         Ok(called) => {

@@ -47,6 +47,11 @@ CREATE TABLE IF NOT EXISTS calibration (
     scale REAL NOT NULL,
     observations INTEGER NOT NULL
 );
+CREATE TABLE IF NOT EXISTS learned_windows (
+    model TEXT PRIMARY KEY,
+    limit_tokens INTEGER NOT NULL,
+    counts_reserve INTEGER NOT NULL
+);
 CREATE TABLE IF NOT EXISTS facts (
     conversation TEXT NOT NULL,
     hash TEXT NOT NULL,
@@ -302,6 +307,43 @@ impl Store {
         self.track(result)
     }
 
+    /// Every window learned from an overflow error: (model, limit, whether the limit counts
+    /// the output reserve). Like the calibration it holds no content and is kept.
+    pub fn learned_windows(&self) -> rusqlite::Result<Vec<(String, u64, bool)>> {
+        let result = (|| {
+            let connection = self.lock();
+            let mut statement = connection
+                .prepare("SELECT model, limit_tokens, counts_reserve FROM learned_windows")?;
+            let rows = statement.query_map([], |row| {
+                Ok((
+                    row.get::<_, String>(0)?,
+                    row.get::<_, i64>(1)?.max(0) as u64,
+                    row.get::<_, i64>(2)? != 0,
+                ))
+            })?;
+            rows.collect()
+        })();
+        self.track(result)
+    }
+
+    /// Persists the window learned for one model.
+    pub fn save_learned_window(
+        &self,
+        model: &str,
+        limit: u64,
+        counts_reserve: bool,
+    ) -> rusqlite::Result<()> {
+        let result = (|| {
+            self.lock().execute(
+                "INSERT OR REPLACE INTO learned_windows (model, limit_tokens, counts_reserve) \
+                 VALUES (?1, ?2, ?3)",
+                params![model, clamp_i64(limit), i64::from(counts_reserve)],
+            )?;
+            Ok(())
+        })();
+        self.track(result)
+    }
+
     /// Stores a remembered fact; returns whether it was new.
     pub fn add_fact(&self, conversation: &str, hash: &str, text: &str) -> rusqlite::Result<bool> {
         let result = (|| {
@@ -505,6 +547,18 @@ mod tests {
         assert!(!s.add_fact("c", "h1", "first").unwrap());
         assert_eq!(s.facts("c").unwrap(), vec!["first", "second"]);
         assert!(s.facts("other").unwrap().is_empty());
+    }
+
+    #[test]
+    fn learned_windows_persist() {
+        let s = store();
+        assert!(s.learned_windows().unwrap().is_empty());
+        s.save_learned_window("m", 59_275, false).unwrap();
+        s.save_learned_window("m", 50_000, true).unwrap();
+        assert_eq!(
+            s.learned_windows().unwrap(),
+            vec![("m".to_string(), 50_000, true)]
+        );
     }
 
     #[test]
