@@ -149,16 +149,44 @@ pub(crate) fn exchange_starts(conversation: &Conversation) -> Vec<usize> {
     starts
 }
 
-/// The messages no strategy may take out: system, first user, pinned, current, with the
-/// tool exchanges they belong to (a kept result keeps its call; a kept call, its results).
+/// The current turn: the index of the user's latest instruction (the last user message
+/// with text of its own, not only tool results, and not a notice of the cascade) and of
+/// the first assistant message after it (the one that carries the turn's thinking).
+pub(crate) fn current_turn(conversation: &Conversation) -> Option<(usize, Option<usize>)> {
+    let messages = &conversation.messages;
+    let instruction = messages.iter().rposition(|m| {
+        m.role() == Role::User
+            && m.blocks().iter().any(|b| {
+                matches!(b, Block::Text(t) if !t.text.trim().is_empty() && !markers::is_cascade_notice(&t.text))
+            })
+    })?;
+    let answer = (instruction + 1..messages.len()).find(|&i| messages[i].role() == Role::Assistant);
+    Some((instruction, answer))
+}
+
+/// The messages no strategy may take out: system, first user, pinned, current, the current
+/// turn's instruction and first answer, with the tool exchanges they belong to (a kept
+/// result keeps its call; a kept call, its results).
 pub(crate) fn irreducible(conversation: &Conversation, starts: &[usize]) -> Vec<bool> {
     let messages = &conversation.messages;
     let n = messages.len();
     let first_user = conversation.first_user_index();
+    let turn = current_turn(conversation);
+    let (instruction, answer) = match turn {
+        Some((i, a)) => (Some(i), a),
+        None => (None, None),
+    };
     let mut keep: Vec<bool> = messages
         .iter()
         .enumerate()
-        .map(|(i, m)| m.role().is_system() || m.is_pinned() || Some(i) == first_user || i + 1 == n)
+        .map(|(i, m)| {
+            m.role().is_system()
+                || m.is_pinned()
+                || Some(i) == first_user
+                || i + 1 == n
+                || Some(i) == instruction
+                || Some(i) == answer
+        })
         .collect();
     // A kept result keeps the assistant message of its exchange...
     for i in 0..n {
@@ -242,7 +270,9 @@ fn notice_count(message: &Message) -> Option<usize> {
         return None;
     }
     let text = message.text_content();
-    let rest = text.strip_prefix("[context compacted: ")?;
+    // The marker is the first line; the trail follows it.
+    let first = text.lines().next().unwrap_or("");
+    let rest = first.strip_prefix("[context compacted: ")?;
     let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
     let count = digits.parse().ok()?;
     let tail = &rest[digits.len()..];

@@ -320,7 +320,6 @@ fn is_flagged(fields: &Map<String, Value>) -> bool {
     fields.get("is_error").and_then(Value::as_bool) == Some(true)
 }
 
-#[allow(dead_code)] // wired in phase 2
 impl Trail {
     /// The trail of `removed` (the messages a step takes out, in history order); `later`
     /// (the messages after them) can show the removed range's errors fixed.

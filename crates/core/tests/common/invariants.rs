@@ -48,15 +48,37 @@ fn protected(run: &Run<'_>) -> Vec<Message> {
     run.manager.pin_remember_requests(&mut original);
     let first_user = original.first_user_index();
     let n = original.messages.len();
+    let (instruction, answer) = current_turn(&original);
     original
         .messages
         .iter()
         .enumerate()
         .filter(|(i, m)| {
-            m.role().is_system() || m.is_pinned() || Some(*i) == first_user || i + 1 == n
+            m.role().is_system()
+                || m.is_pinned()
+                || Some(*i) == first_user
+                || i + 1 == n
+                || Some(*i) == instruction
+                || Some(*i) == answer
         })
         .map(|(_, m)| m.clone())
         .collect()
+}
+
+/// The current turn (SPEC.md ③, invariant 1): the last user message with text of its own
+/// (not only tool results, not a notice of the cascade) and the first assistant message
+/// after it.
+pub fn current_turn(conversation: &Conversation) -> (Option<usize>, Option<usize>) {
+    let messages = &conversation.messages;
+    let instruction = messages.iter().rposition(|m| {
+        m.role() == Role::User
+            && m.blocks().iter().any(|b| {
+                matches!(b, Block::Text(t) if !t.text.trim().is_empty() && !is_cascade_notice(&t.text))
+            })
+    });
+    let answer = instruction
+        .and_then(|at| (at + 1..messages.len()).find(|&i| messages[i].role() == Role::Assistant));
+    (instruction, answer)
 }
 
 /// Invariant 1: present, in order, unchanged — a tool result among them may be cut by ①
@@ -301,11 +323,19 @@ pub fn markers_exact(conversation: &Conversation) -> Result<(), String> {
             _ => vec![],
         });
     for text in texts {
-        if text.starts_with("[context compacted") && !notice.is_match(text) {
+        // The marker is the first line; a notice's trail, or a placeholder's note, follows.
+        let first = text.lines().next().unwrap_or("");
+        if text.starts_with("[context compacted") && !notice.is_match(first) {
             return Err(format!("malformed notice {text:?}"));
         }
-        if text.starts_with("[compacted") && text != COMPACTED {
-            return Err(format!("malformed placeholder {text:?}"));
+        if text.starts_with("[compacted") {
+            let mut lines = text.lines().skip(1);
+            let note = lines.next();
+            let note_ok =
+                note.is_none_or(|l| l.starts_with("stale: ") || l.starts_with("errors: "));
+            if first != COMPACTED || !note_ok || lines.next().is_some() {
+                return Err(format!("malformed placeholder {text:?}"));
+            }
         }
         if text.starts_with("[tool result removed") && text != RESULT_REMOVED {
             return Err(format!("malformed synthetic result {text:?}"));
