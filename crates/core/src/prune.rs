@@ -83,12 +83,11 @@ pub(crate) fn prune_with(
             .tools()
             .map_or(0, |t| estimator.tokens_of(&ClassCounts::of_json(t)));
     // When what must stay is over the target already, the trail may still use the room
-    // under the preemptive line (so that a second compaction has nothing to do).
-    let preemptive = cx.budget.share(cx.config.preemptive_ratio);
+    // left under E: the step cannot reach its target either way, and the result fits.
     let limit = if kept + bare <= stamp.target {
         stamp.target
     } else {
-        preemptive
+        cx.budget.effective()
     };
     // At most half of what the removal frees: a step must still free room.
     let room = (limit.saturating_sub(kept + bare)).min((removed - bare) / 2);

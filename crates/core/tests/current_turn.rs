@@ -59,7 +59,10 @@ fn a_long_final_turn_keeps_its_instruction_and_thinking() {
     assert!(output.messages.contains(instruction), "instruction lost");
     assert!(output.messages.contains(answer), "the turn's thinking lost");
     // The turn alone was over budget: the report says its older exchanges went.
-    assert!(report.steps.iter().any(|s| s.inside_current_turn), "{report:#?}");
+    assert!(
+        report.steps.iter().any(|s| s.inside_current_turn),
+        "{report:#?}"
+    );
     let run = Run {
         manager: &manager,
         original: &original,
@@ -92,9 +95,11 @@ fn tool_call_ids_reused_across_turns_pair_with_their_own_call() {
         let path = format!("/repo/src/file_{}.py", turn % 5);
         let command = if turn % 2 == 0 { "view" } else { "str_replace" };
         let arguments = json!({"command": command, "path": path, "old_str": "a", "new_str": "b"});
-        messages.push(json!({"role": "assistant", "content": null, "tool_calls": [{"id": id,
+        messages.push(
+            json!({"role": "assistant", "content": null, "tool_calls": [{"id": id,
             "type": "function", "function": {"name": "str_replace_editor",
-            "arguments": arguments.to_string()}}]}));
+            "arguments": arguments.to_string()}}]}),
+        );
         let output = if turn == 7 {
             "Traceback (most recent call last):\nValueError: bad token at 3".to_owned()
         } else {
