@@ -15,6 +15,10 @@ use crate::report::{Step, Strategy, TrailStats};
 use crate::step::{Changes, Measure, Stamp, StepContext};
 use crate::trail::{Trail, notice_with_trail, render_for};
 
+/// Tokens a trail may take however little a removal frees: the `Left out for space: ...`
+/// line that counts what did not fit.
+const MIN_TRAIL_TOKENS: u64 = 24;
+
 /// SPEC's N for a conversation: min(`recent`, ⌊total/3⌋).
 pub(crate) fn recent_messages(conversation: &Conversation, recent: usize) -> usize {
     recent.min(conversation.messages.len() / 3)
@@ -84,13 +88,16 @@ pub(crate) fn prune_with(
             .map_or(0, |t| estimator.tokens_of(&ClassCounts::of_json(t)));
     // When what must stay is over the target already, the trail may still use the room
     // left under E: the step cannot reach its target either way, and the result fits.
-    let limit = if kept + bare <= stamp.target {
+    // ⑤ level 3 is the last resort: its trail may use E (SPEC: at most 15% of it).
+    let limit = if kept + bare <= stamp.target && stamp.strategy != Strategy::Degrade {
         stamp.target
     } else {
         cx.budget.effective()
     };
-    // At most half of what the removal frees: a step must still free room.
-    let room = (limit.saturating_sub(kept + bare)).min((removed - bare) / 2);
+    // At most half of what the removal frees (a step must still free room), but room for
+    // at least the count of what was left out: every removal leaves a trail.
+    let room =
+        (limit.saturating_sub(kept + bare)).min(((removed - bare) / 2).max(MIN_TRAIL_TOKENS));
     let trail = Trail::of_split(conversation, &split, &cx.config.trail);
     let rendered = render_for(
         &trail,

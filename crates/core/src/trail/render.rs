@@ -276,8 +276,24 @@ impl Trail {
             },
         };
         if reserve > budget {
-            // Not even the count fits: say nothing rather than overrun.
-            rendered = Rendered::default();
+            // No entry fits beside the longest count: count them all, if that line fits;
+            // else say nothing rather than overrun.
+            let all = LeftOut {
+                requests: earlier.requests + self.requests.len(),
+                errors: earlier.errors + self.errors.len(),
+                files: earlier.files + self.files.len(),
+                commands: earlier.commands + self.commands.len(),
+            };
+            let line = left_out_line(&all).map_or(0.0, |l| cost(estimator, &l));
+            rendered = if line > 0.0 && line <= budget {
+                Rendered {
+                    files_heading,
+                    left_out: all,
+                    ..Rendered::default()
+                }
+            } else {
+                Rendered::default()
+            };
         }
         rendered
     }

@@ -1,4 +1,4 @@
-//! SPEC.md's seven invariants, checked on one cascade output. Shared by the fixture matrix
+//! SPEC.md's invariants, checked on one cascade output. Shared by the fixture matrix
 //! and the property tests. Each check returns a description of the first violation.
 
 use context_cascade::format::{self, WriteOptions};
@@ -14,7 +14,8 @@ pub struct Run<'a> {
     pub budget: Budget,
 }
 
-/// Checks invariants 1–5 and 7 (6, idempotence, needs another run: see [`idempotent`]).
+/// Checks invariants 1–5, 7 and the first half of 8 (6 and the rest of 8 need another run:
+/// see [`idempotent`] and [`deterministic`]).
 pub fn check(run: &Run<'_>) -> Result<(), String> {
     kept_unchanged(run).map_err(|e| format!("invariant 1: {e}"))?;
     tool_pairs(run.output).map_err(|e| format!("invariant 2: {e}"))?;
@@ -38,6 +39,64 @@ pub fn check(run: &Run<'_>) -> Result<(), String> {
     markers_exact(run.output).map_err(|e| format!("invariant 4: {e}"))?;
     fits_when_it_can(run).map_err(|e| format!("invariant 5: {e}"))?;
     accounted(run).map_err(|e| format!("invariant 7: {e}"))?;
+    trail_left(run).map_err(|e| format!("invariant 8: {e}"))?;
+    Ok(())
+}
+
+/// Invariant 8, first half: every step that removed messages (③, ④, ⑤) left a trail, and
+/// what the report counts of it is in the output.
+fn trail_left(run: &Run<'_>) -> Result<(), String> {
+    use context_cascade::Strategy;
+    if !run.manager.config().trail.enabled {
+        return Ok(());
+    }
+    let text: String = (run.output.messages.iter())
+        .map(|m| m.text_content())
+        .collect::<Vec<_>>()
+        .join("\n");
+    let mut latest = None;
+    for step in &run.report.steps {
+        let removes = matches!(
+            step.strategy,
+            Strategy::PruneHistory | Strategy::Summarize | Strategy::Degrade
+        );
+        if !removes || step.messages_removed == 0 {
+            continue;
+        }
+        match step.trail {
+            Some(trail) => latest = Some(trail),
+            None => return Err(format!("a {} step left no trail", step.strategy.as_str())),
+        }
+    }
+    // A later removal folds the earlier trails into its own: the latest is what is left.
+    if let Some(trail) = latest {
+        let listed = trail.requests + trail.errors + trail.files + trail.commands;
+        let headed = [
+            "User requests:",
+            "Errors:",
+            "Files (most recent first",
+            "Commands:",
+        ]
+        .iter()
+        .any(|h| text.contains(h));
+        if listed > 0 && !headed {
+            return Err(format!(
+                "the report counts {trail:?} but the output lists none"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Invariant 8, second half: the same input and budget give the same bytes.
+pub fn deterministic(run: &Run<'_>) -> Result<(), String> {
+    let mut again = run.original.clone();
+    pollster::block_on(run.manager.compact_with_summary(&mut again, run.budget));
+    let write = |c: &Conversation| format::to_vec(c, WriteOptions::default());
+    let (a, b) = (write(run.output), write(&again));
+    if a.map_err(|e| e.to_string())? != b.map_err(|e| e.to_string())? {
+        return Err("invariant 8: the same input compacted twice gave different bytes".into());
+    }
     Ok(())
 }
 
