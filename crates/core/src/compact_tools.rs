@@ -190,10 +190,6 @@ fn candidates(conversation: &Conversation, cx: &StepContext<'_>) -> Vec<Candidat
             if latest.contains(result.call_id.as_str()) {
                 continue;
             }
-            let has_binary = result.content.iter().any(|b| !matches!(b, Block::Text(_)));
-            if !has_binary && at_most_chars(&result.content, placeholder_chars) {
-                continue;
-            }
             // Already compacted (a placeholder with its second line): nothing to free.
             if matches!(result.content.as_slice(), [Block::Text(t)] if t.text.starts_with(COMPACTED))
             {
@@ -221,6 +217,12 @@ fn candidates(conversation: &Conversation, cx: &StepContext<'_>) -> Vec<Candidat
                 Some(line) => format!("{COMPACTED}\n{line}"),
                 None => COMPACTED.to_owned(),
             };
+            // A result no longer than what would replace it stays.
+            let has_binary = result.content.iter().any(|b| !matches!(b, Block::Text(_)));
+            let limit = placeholder_chars.max(placeholder.chars().count());
+            if !has_binary && at_most_chars(&result.content, limit) {
+                continue;
+            }
             let candidate = Candidate {
                 message: index,
                 block: block_index,
