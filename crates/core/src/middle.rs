@@ -60,12 +60,26 @@ pub(crate) struct Split {
     pub removed: usize,
     /// Messages removed by earlier compactions, read from the folded notices.
     pub removed_before: usize,
+    /// Anthropic: later gaps (a kept message inside the removed range splits it) whose kept
+    /// neighbours have the same role, as (where, messages removed there). Each gets a notice
+    /// of its own so that user and assistant turns still alternate; the first gap has the
+    /// replacement.
+    pub bridges: Vec<(usize, usize)>,
 }
 
 impl Split {
-    /// Messages the new notice reports as removed in all.
+    /// Messages the new notice reports as removed (those of the bridging notices aside, so
+    /// that the counts add up when a later compaction folds them all).
     pub(crate) fn total_removed(&self) -> usize {
-        self.removed + self.removed_before
+        let bridged: usize = self.bridges.iter().map(|(_, n)| n).sum();
+        (self.removed + self.removed_before).saturating_sub(bridged)
+    }
+
+    /// The notices that keep turns alternating across the later gaps.
+    pub(crate) fn bridge_messages(&self) -> Vec<Message> {
+        (self.bridges.iter())
+            .map(|(_, n)| notice_message(*n))
+            .collect()
     }
 
     /// Whether the split takes out anything new. Folding old notices, or re-summarizing an
@@ -109,11 +123,15 @@ impl Split {
         let messages = std::mem::take(&mut conversation.messages);
         let mut out = Vec::with_capacity(messages.len() + 1);
         let mut replacement = Some(replacement);
+        let mut bridges = self.bridges.iter().zip(self.bridge_messages()).peekable();
         for (index, message) in messages.into_iter().enumerate() {
             if index == self.insert_at
                 && let Some(r) = replacement.take()
             {
                 out.push(r);
+            }
+            if let Some(((_, _), notice)) = bridges.next_if(|((at, _), _)| *at == index) {
+                out.push(notice);
             }
             if self.fates[index] == Fate::Keep {
                 out.push(message);
@@ -319,12 +337,52 @@ pub(crate) fn split(
         fates[index] = fate;
         insert_at.get_or_insert(index);
     }
+    let bridges = match conversation.format {
+        Format::Anthropic => bridges(conversation, &fates),
+        _ => Vec::new(),
+    };
     Split {
         fates,
         insert_at: insert_at.unwrap_or(tail),
         removed,
         removed_before,
+        bridges,
     }
+}
+
+/// The later gaps of a split whose kept neighbours have the same role (see
+/// [`Split::bridges`]), each with the number of ordinary messages it removes.
+fn bridges(conversation: &Conversation, fates: &[Fate]) -> Vec<(usize, usize)> {
+    let messages = &conversation.messages;
+    let side = |i: usize| messages[i].role() == Role::Assistant;
+    let mut out = Vec::new();
+    let mut first_gap = true;
+    let mut i = 0;
+    while i < fates.len() {
+        if fates[i] == Fate::Keep {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < fates.len() && fates[i] != Fate::Keep {
+            i += 1;
+        }
+        if std::mem::take(&mut first_gap) {
+            continue;
+        }
+        // What the gap removes, with what the notices folded there had removed before.
+        let count: usize = (start..i)
+            .map(|k| match fates[k] {
+                Fate::Remove => 1,
+                Fate::FoldNotice => notice_count(&messages[k]).unwrap_or(0),
+                _ => 0,
+            })
+            .sum();
+        if start > 0 && i < fates.len() && side(start - 1) == side(i) {
+            out.push((start, count));
+        }
+    }
+    out
 }
 
 /// The notice ③ writes in place of the messages it removed.

@@ -135,7 +135,10 @@ pub(crate) fn replace_middle(
     let inside_current_turn = middle::current_turn(conversation).is_some_and(|(at, _)| {
         (split.fates.iter().enumerate()).any(|(i, f)| i > at && *f != Fate::Keep)
     });
-    let chars_added = Weights::chars(&replacement.counts());
+    let chars_added = Weights::chars(&replacement.counts())
+        + (split.bridge_messages().iter())
+            .map(|m| Weights::chars(&m.counts()))
+            .sum::<u64>();
     let replaced = split.fates.iter().filter(|f| **f != Fate::Keep).count();
     split.apply(conversation, replacement);
     let repair = repair_tool_pairs(conversation);

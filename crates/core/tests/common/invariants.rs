@@ -31,9 +31,10 @@ pub fn check(run: &Run<'_>) -> Result<(), String> {
         wire_alternates(
             &input.map_err(|e| e.to_string())?,
             &output.map_err(|e| e.to_string())?,
-            // A pinned message inside a removed range can leave two user turns meeting
-            // with the notice elsewhere: the strategies' placement, not the writer's.
-            Scope::Notices,
+            // A kept message inside a removed range (a pin, the current turn's instruction)
+            // splits it: the strategies put a notice in every later gap where two turns of
+            // one role would meet, so every meeting is checked.
+            Scope::All,
         )?;
     }
     markers_exact(run.output).map_err(|e| format!("invariant 4: {e}"))?;
@@ -356,8 +357,9 @@ pub fn wire_alternates(input: &[u8], output: &[u8], scope: Scope) -> Result<(), 
         let meet = [left[left.len() - 1].clone(), right[0].clone()];
         if !before.windows(2).any(|p| p == meet) {
             let preview: String = pair[1].to_string().chars().take(160).collect();
+            let before: String = pair[0].to_string().chars().take(400).collect();
             return Err(format!(
-                "invariant 3: messages {i} and {} are both {} on the wire: {preview}",
+                "invariant 3: messages {i} and {} are both {} on the wire: {before} | {preview}",
                 i + 1,
                 pair[0]["role"]
             ));
