@@ -85,7 +85,10 @@ pub(crate) fn prune_with(
         .sum::<u64>()
         + conversation
             .tools()
-            .map_or(0, |t| estimator.tokens_of(&ClassCounts::of_json(t)));
+            .map_or(0, |t| estimator.tokens_of(&ClassCounts::of_json(t)))
+        + (split.bridge_messages().iter())
+            .map(|m| estimator.message_tokens(m))
+            .sum::<u64>();
     // When what must stay is over the target already, the trail may still use the room
     // left under E: the step cannot reach its target either way, and the result fits.
     // ⑤ level 3 is the last resort: its trail may use E (SPEC: at most 15% of it).

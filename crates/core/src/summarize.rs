@@ -106,7 +106,11 @@ pub(crate) fn plan(
             if !split.is_effective() {
                 continue;
             }
-            let (mut kept, mut replaced) = (tools, 0.0);
+            // The notices that keep turns alternating across later gaps stay beside it.
+            let bridges: f64 = (split.bridge_messages().iter())
+                .map(|m| cx.estimator.message_tokens(m) as f64)
+                .sum();
+            let (mut kept, mut replaced) = (tools + bridges, 0.0);
             for (t, fate) in tokens.iter().zip(&split.fates) {
                 match fate {
                     Fate::Keep => kept += t,
