@@ -1,11 +1,16 @@
 //! Strategy ② — replace old tool results with a placeholder.
 //!
 //! Above `headroom_ratio`·E, results of compactable tools (reads, searches, shell output,
-//! fetches, edits: what the agent can get again) are replaced with [`COMPACTED`], oldest
-//! first, down to the low watermark — hysteresis, so that this fires once every several
+//! fetches, edits: what the agent can get again) are replaced with [`COMPACTED`] —
+//! superseded reads first (a read of a file that a later call changed or read again: the
+//! agent must not act on it), then oldest first — down to the low watermark — hysteresis, so that this fires once every several
 //! calls and the prompt-cache prefix survives in between. Never compacted: results of
 //! write/create tools, pinned results, the results of the latest assistant turn (the model
 //! is acting on them), results already shorter than the placeholder.
+//!
+//! The placeholder's first line is always [`COMPACTED`]; a second line says which later
+//! call superseded a stale read, or lists the error identifiers the result held (the
+//! trail's `errors: ...` line), so that dropping the output does not drop those.
 
 use std::collections::{HashMap, HashSet};
 
@@ -13,7 +18,8 @@ use crate::conversation::{Block, Conversation, Role, Shape, ToolCall};
 use crate::estimate::ClassCounts;
 use crate::markers::COMPACTED;
 use crate::report::{Step, Strategy};
-use crate::step::{Changes, Measure, Stamp, StepContext};
+use crate::step::{Changes, Measure, Stamp, StepContext, chars_in};
+use crate::trail::{StaleRead, Trail, stale_reads};
 
 /// When ② runs and how far it goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,15 +59,15 @@ pub(crate) fn compact_tool_results(
         return None;
     }
     let measure = Measure::before(cx, conversation);
-    let placeholder = ClassCounts::of_str(COMPACTED);
-    let placeholder_tokens = cx.estimator.tokens_of(&placeholder);
     let mut running = total;
     let mut affected = HashSet::new();
     let mut compacted = 0usize;
-    for (index, block) in candidates {
+    let mut chars_added = 0u64;
+    for candidate in candidates {
         if running <= target {
             break;
         }
+        let (index, block) = (candidate.message, candidate.block);
         let Block::ToolResult(result) = &mut conversation.messages[index].blocks_mut()[block]
         else {
             continue;
@@ -69,7 +75,10 @@ pub(crate) fn compact_tool_results(
         let freed = cx
             .estimator
             .tokens_of(&ClassCounts::of_blocks(&result.content));
-        result.content = vec![Block::text(COMPACTED)];
+        let placeholder = candidate.placeholder;
+        let placeholder_tokens = cx.estimator.tokens_of(&ClassCounts::of_str(&placeholder));
+        chars_added += chars_in(&placeholder);
+        result.content = vec![Block::text(placeholder)];
         result.shape = Shape::String;
         running = running.saturating_sub(freed.saturating_sub(placeholder_tokens));
         affected.insert(index);
@@ -79,7 +88,6 @@ pub(crate) fn compact_tool_results(
         return None;
     }
     tracing::info!(results = compacted, target, "② compacted old tool results");
-    let chars_added = COMPACTED.len() as u64 * compacted as u64;
     Some(measure.finish(
         cx,
         conversation,
@@ -116,34 +124,39 @@ fn at_most_chars(blocks: &[Block], limit: usize) -> bool {
 fn reaches(
     conversation: &Conversation,
     cx: &StepContext<'_>,
-    candidates: &[(usize, usize)],
+    candidates: &[Candidate],
     total: u64,
     target: u64,
 ) -> bool {
-    let placeholder = cx.estimator.tokens_of(&ClassCounts::of_str(COMPACTED));
     let freed: u64 = (candidates.iter())
         .filter_map(
-            |&(message, block)| match &conversation.messages[message].blocks()[block] {
+            |c| match &conversation.messages[c.message].blocks()[c.block] {
                 Block::ToolResult(result) => Some(
                     cx.estimator
-                        .tokens_of(&ClassCounts::of_blocks(&result.content)),
+                        .tokens_of(&ClassCounts::of_blocks(&result.content))
+                        .saturating_sub(
+                            cx.estimator.tokens_of(&ClassCounts::of_str(&c.placeholder)),
+                        ),
                 ),
                 _ => None,
             },
         )
-        .map(|tokens| tokens.saturating_sub(placeholder))
         .sum();
     total.saturating_sub(freed) <= target
 }
 
-/// The results ② may compact, oldest first, as (message index, block index).
-fn candidates(conversation: &Conversation, cx: &StepContext<'_>) -> Vec<(usize, usize)> {
-    let calls: HashMap<&str, &ToolCall> = conversation
-        .messages
-        .iter()
-        .flat_map(|m| m.tool_calls())
-        .map(|c| (c.id.as_str(), c))
-        .collect();
+/// A result ② may compact, and what it becomes.
+struct Candidate {
+    message: usize,
+    block: usize,
+    placeholder: String,
+}
+
+/// The results ② may compact: stale reads first, then the others oldest first.
+fn candidates(conversation: &Conversation, cx: &StepContext<'_>) -> Vec<Candidate> {
+    // The call each result answers is the latest one with its id before it: agents such
+    // as Kimi-K2's reuse ids (`functions.str_replace_editor:0`) in every turn.
+    let mut calls: HashMap<&str, &ToolCall> = HashMap::new();
     // The latest assistant turn: the model is acting on its results now.
     let latest: HashSet<&str> = conversation
         .messages
@@ -152,12 +165,24 @@ fn candidates(conversation: &Conversation, cx: &StepContext<'_>) -> Vec<(usize, 
         .find(|m| m.role() == Role::Assistant)
         .map(|m| m.tool_calls().map(|c| c.id.as_str()).collect())
         .unwrap_or_default();
+    // (message of the result, call id) → what superseded the read.
+    let stale: HashMap<(usize, String), StaleRead> = stale_reads(&conversation.messages)
+        .into_iter()
+        .map(|s| ((s.message, s.call_id.clone()), s))
+        .collect();
+    let notes = cx.config.trail.enabled;
     let placeholder_chars = COMPACTED.chars().count();
-    let mut out = Vec::new();
+    let (mut first, mut rest) = (Vec::new(), Vec::new());
     for (index, message) in conversation.messages.iter().enumerate() {
+        calls.extend(message.tool_calls().map(|c| (c.id.as_str(), c)));
         if message.is_pinned() {
             continue;
         }
+        let flagged = message
+            .fields()
+            .get("is_error")
+            .and_then(serde_json::Value::as_bool)
+            == Some(true);
         for (block_index, block) in message.blocks().iter().enumerate() {
             let Block::ToolResult(result) = block else {
                 continue;
@@ -165,11 +190,13 @@ fn candidates(conversation: &Conversation, cx: &StepContext<'_>) -> Vec<(usize, 
             if latest.contains(result.call_id.as_str()) {
                 continue;
             }
-            let has_binary = result.content.iter().any(|b| !matches!(b, Block::Text(_)));
-            if !has_binary && at_most_chars(&result.content, placeholder_chars) {
+            // Already compacted (a placeholder with its second line): nothing to free.
+            if matches!(result.content.as_slice(), [Block::Text(t)] if t.text.starts_with(COMPACTED))
+            {
                 continue;
             }
-            let compactable = match calls.get(result.call_id.as_str()) {
+            let call = calls.get(result.call_id.as_str()).copied();
+            let compactable = match call {
                 Some(call) => cx.config.tools.is_compactable(&call.name, &call.arguments),
                 None => result.tool_name.as_deref().is_some_and(|name| {
                     cx.config
@@ -177,10 +204,37 @@ fn candidates(conversation: &Conversation, cx: &StepContext<'_>) -> Vec<(usize, 
                         .is_compactable(name, &serde_json::Value::Null)
                 }),
             };
-            if compactable {
-                out.push((index, block_index));
+            if !compactable {
+                continue;
+            }
+            let superseded = stale.get(&(index, result.call_id.clone()));
+            let second = match superseded {
+                _ if !notes => None,
+                Some(read) => Some(read.note()),
+                None => Trail::lines_for_errors(result, call, flagged),
+            };
+            let placeholder = match second {
+                Some(line) => format!("{COMPACTED}\n{line}"),
+                None => COMPACTED.to_owned(),
+            };
+            // A result no longer than what would replace it stays.
+            let has_binary = result.content.iter().any(|b| !matches!(b, Block::Text(_)));
+            let limit = placeholder_chars.max(placeholder.chars().count());
+            if !has_binary && at_most_chars(&result.content, limit) {
+                continue;
+            }
+            let candidate = Candidate {
+                message: index,
+                block: block_index,
+                placeholder,
+            };
+            if superseded.is_some() {
+                first.push(candidate);
+            } else {
+                rest.push(candidate);
             }
         }
     }
-    out
+    first.extend(rest);
+    first
 }

@@ -3,6 +3,7 @@
 use crate::estimate::Weights;
 use crate::remember::RememberPolicy;
 use crate::tool_names::ToolPolicy;
+use crate::trail::TrailConfig;
 
 /// Every tunable of the cascade. `Default` gives SPEC.md's values.
 #[derive(Debug, Clone)]
@@ -52,6 +53,8 @@ pub struct CascadeConfig {
     pub tools: ToolPolicy,
     /// Which user messages are remember requests (pinned automatically).
     pub remember: RememberPolicy,
+    /// What every removal leaves behind: the trail's budget and limits.
+    pub trail: TrailConfig,
 }
 
 impl Default for CascadeConfig {
@@ -76,6 +79,7 @@ impl Default for CascadeConfig {
             weights: Weights::default(),
             tools: ToolPolicy::default(),
             remember: RememberPolicy::default(),
+            trail: TrailConfig::default(),
         }
     }
 }

@@ -123,6 +123,6 @@ pub use markers::{
 pub use offline::{OfflineConfig, OfflineSummarizer};
 pub use overflow::{Overflow, classify};
 pub use remember::RememberPolicy;
-pub use report::{Report, Step, Strategy};
+pub use report::{Report, Step, Strategy, TrailStats};
 pub use retry::{CallError, Called};
 pub use trail::TrailConfig;

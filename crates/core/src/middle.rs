@@ -60,12 +60,26 @@ pub(crate) struct Split {
     pub removed: usize,
     /// Messages removed by earlier compactions, read from the folded notices.
     pub removed_before: usize,
+    /// Anthropic: later gaps (a kept message inside the removed range splits it) whose kept
+    /// neighbours have the same role, as (where, messages removed there). Each gets a notice
+    /// of its own so that user and assistant turns still alternate; the first gap has the
+    /// replacement.
+    pub bridges: Vec<(usize, usize)>,
 }
 
 impl Split {
-    /// Messages the new notice reports as removed in all.
+    /// Messages the new notice reports as removed (those of the bridging notices aside, so
+    /// that the counts add up when a later compaction folds them all).
     pub(crate) fn total_removed(&self) -> usize {
-        self.removed + self.removed_before
+        let bridged: usize = self.bridges.iter().map(|(_, n)| n).sum();
+        (self.removed + self.removed_before).saturating_sub(bridged)
+    }
+
+    /// The notices that keep turns alternating across the later gaps.
+    pub(crate) fn bridge_messages(&self) -> Vec<Message> {
+        (self.bridges.iter())
+            .map(|(_, n)| notice_message(*n))
+            .collect()
     }
 
     /// Whether the split takes out anything new. Folding old notices, or re-summarizing an
@@ -109,11 +123,15 @@ impl Split {
         let messages = std::mem::take(&mut conversation.messages);
         let mut out = Vec::with_capacity(messages.len() + 1);
         let mut replacement = Some(replacement);
+        let mut bridges = self.bridges.iter().zip(self.bridge_messages()).peekable();
         for (index, message) in messages.into_iter().enumerate() {
             if index == self.insert_at
                 && let Some(r) = replacement.take()
             {
                 out.push(r);
+            }
+            if let Some(((_, _), notice)) = bridges.next_if(|((at, _), _)| *at == index) {
+                out.push(notice);
             }
             if self.fates[index] == Fate::Keep {
                 out.push(message);
@@ -149,16 +167,44 @@ pub(crate) fn exchange_starts(conversation: &Conversation) -> Vec<usize> {
     starts
 }
 
-/// The messages no strategy may take out: system, first user, pinned, current, with the
-/// tool exchanges they belong to (a kept result keeps its call; a kept call, its results).
+/// The current turn: the index of the user's latest instruction (the last user message
+/// with text of its own, not only tool results, and not a notice of the cascade) and of
+/// the first assistant message after it (the one that carries the turn's thinking).
+pub(crate) fn current_turn(conversation: &Conversation) -> Option<(usize, Option<usize>)> {
+    let messages = &conversation.messages;
+    let instruction = messages.iter().rposition(|m| {
+        m.role() == Role::User
+            && m.blocks().iter().any(|b| {
+                matches!(b, Block::Text(t) if !t.text.trim().is_empty() && !markers::is_cascade_notice(&t.text))
+            })
+    })?;
+    let answer = (instruction + 1..messages.len()).find(|&i| messages[i].role() == Role::Assistant);
+    Some((instruction, answer))
+}
+
+/// The messages no strategy may take out: system, first user, pinned, current, the current
+/// turn's instruction and first answer, with the tool exchanges they belong to (a kept
+/// result keeps its call; a kept call, its results).
 pub(crate) fn irreducible(conversation: &Conversation, starts: &[usize]) -> Vec<bool> {
     let messages = &conversation.messages;
     let n = messages.len();
     let first_user = conversation.first_user_index();
+    let turn = current_turn(conversation);
+    let (instruction, answer) = match turn {
+        Some((i, a)) => (Some(i), a),
+        None => (None, None),
+    };
     let mut keep: Vec<bool> = messages
         .iter()
         .enumerate()
-        .map(|(i, m)| m.role().is_system() || m.is_pinned() || Some(i) == first_user || i + 1 == n)
+        .map(|(i, m)| {
+            m.role().is_system()
+                || m.is_pinned()
+                || Some(i) == first_user
+                || i + 1 == n
+                || Some(i) == instruction
+                || Some(i) == answer
+        })
         .collect();
     // A kept result keeps the assistant message of its exchange...
     for i in 0..n {
@@ -242,7 +288,9 @@ fn notice_count(message: &Message) -> Option<usize> {
         return None;
     }
     let text = message.text_content();
-    let rest = text.strip_prefix("[context compacted: ")?;
+    // The marker is the first line; the trail follows it.
+    let first = text.lines().next().unwrap_or("");
+    let rest = first.strip_prefix("[context compacted: ")?;
     let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
     let count = digits.parse().ok()?;
     let tail = &rest[digits.len()..];
@@ -289,12 +337,52 @@ pub(crate) fn split(
         fates[index] = fate;
         insert_at.get_or_insert(index);
     }
+    let bridges = match conversation.format {
+        Format::Anthropic => bridges(conversation, &fates),
+        _ => Vec::new(),
+    };
     Split {
         fates,
         insert_at: insert_at.unwrap_or(tail),
         removed,
         removed_before,
+        bridges,
     }
+}
+
+/// The later gaps of a split whose kept neighbours have the same role (see
+/// [`Split::bridges`]), each with the number of ordinary messages it removes.
+fn bridges(conversation: &Conversation, fates: &[Fate]) -> Vec<(usize, usize)> {
+    let messages = &conversation.messages;
+    let side = |i: usize| messages[i].role() == Role::Assistant;
+    let mut out = Vec::new();
+    let mut first_gap = true;
+    let mut i = 0;
+    while i < fates.len() {
+        if fates[i] == Fate::Keep {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < fates.len() && fates[i] != Fate::Keep {
+            i += 1;
+        }
+        if std::mem::take(&mut first_gap) {
+            continue;
+        }
+        // What the gap removes, with what the notices folded there had removed before.
+        let count: usize = (start..i)
+            .map(|k| match fates[k] {
+                Fate::Remove => 1,
+                Fate::FoldNotice => notice_count(&messages[k]).unwrap_or(0),
+                _ => 0,
+            })
+            .sum();
+        if start > 0 && i < fates.len() && side(start - 1) == side(i) {
+            out.push((start, count));
+        }
+    }
+    out
 }
 
 /// The notice ③ writes in place of the messages it removed.

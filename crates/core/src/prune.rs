@@ -11,8 +11,13 @@ use crate::conversation::{Conversation, Message, Role};
 use crate::estimate::{ClassCounts, Weights};
 use crate::middle::{self, Fate, KeepRules, Split};
 use crate::repair::repair_tool_pairs;
-use crate::report::{Step, Strategy};
+use crate::report::{Step, Strategy, TrailStats};
 use crate::step::{Changes, Measure, Stamp, StepContext};
+use crate::trail::{Trail, notice_with_trail, render_for};
+
+/// Tokens a trail may take however little a removal frees: the `Left out for space: ...`
+/// line that counts what did not fit.
+const MIN_TRAIL_TOKENS: u64 = 24;
 
 /// SPEC's N for a conversation: min(`recent`, ⌊total/3⌋).
 pub(crate) fn recent_messages(conversation: &Conversation, recent: usize) -> usize {
@@ -37,7 +42,9 @@ pub(crate) fn prune_history(
         .tools()
         .map_or(0, |t| estimator.tokens_of(&ClassCounts::of_json(t)));
     let notice = estimator.message_tokens(&middle::notice_message(usize::MAX));
-    let fixed = (tools + notice) as f64;
+    // Room for the trail that will follow the notice.
+    let trail = cx.config.trail.budget(cx.budget.effective());
+    let fixed = (tools + notice + trail) as f64;
     let recent = middle::longest_tail(&starts, &protected, &tokens, fixed, rules.recent, target);
     let rules = KeepRules { recent, ..rules };
     let notice = crate::markers::pruned_notice;
@@ -45,7 +52,8 @@ pub(crate) fn prune_history(
     prune_with(conversation, cx, rules, stamp, notice)
 }
 
-/// ③'s removal with a given notice text (⑤ level 3 writes the "summary unavailable" one).
+/// ③'s removal with a given notice text (⑤ level 3 writes the "summary unavailable" one),
+/// the trail of what it removes on the lines after the notice.
 pub(crate) fn prune_with(
     conversation: &mut Conversation,
     cx: &StepContext<'_>,
@@ -59,20 +67,57 @@ pub(crate) fn prune_with(
     if !split.is_effective() {
         return None;
     }
-    let replacement = Message::text(Role::User, notice(split.total_removed()));
+    let estimator = &cx.estimator;
+    let marker = notice(split.total_removed());
+    let bare = estimator.message_tokens(&Message::text(Role::User, marker.clone()));
     // A notice as large as what it stands for only loses information.
     let removed = (conversation.messages.iter().zip(&split.fates))
         .filter(|(_, fate)| **fate != Fate::Keep)
         .fold(ClassCounts::default(), |acc, (m, _)| acc + m.counts());
-    if cx.estimator.tokens_of(&removed) <= cx.estimator.message_tokens(&replacement) {
+    let removed = estimator.tokens_of(&removed);
+    if removed <= bare {
         return None;
     }
+    // The trail takes the room the kept messages leave under the target.
+    let kept: u64 = (conversation.messages.iter().zip(&split.fates))
+        .filter(|(_, fate)| **fate == Fate::Keep)
+        .map(|(m, _)| estimator.message_tokens(m))
+        .sum::<u64>()
+        + conversation
+            .tools()
+            .map_or(0, |t| estimator.tokens_of(&ClassCounts::of_json(t)))
+        + (split.bridge_messages().iter())
+            .map(|m| estimator.message_tokens(m))
+            .sum::<u64>();
+    // When what must stay is over the target already, the trail may still use the room
+    // left under E: the step cannot reach its target either way, and the result fits.
+    // ⑤ level 3 is the last resort: its trail may use E (SPEC: at most 15% of it).
+    let limit = if kept + bare <= stamp.target && stamp.strategy != Strategy::Degrade {
+        stamp.target
+    } else {
+        cx.budget.effective()
+    };
+    // At most half of what the removal frees (a step must still free room), but room for
+    // at least the count of what was left out: every removal leaves a trail.
+    let room =
+        (limit.saturating_sub(kept + bare)).min(((removed - bare) / 2).max(MIN_TRAIL_TOKENS));
+    let trail = Trail::of_split(conversation, &split, &cx.config.trail);
+    let rendered = render_for(
+        &trail,
+        &cx.config.trail,
+        cx.budget.effective(),
+        room,
+        estimator,
+    );
+    let replacement = Message::text(Role::User, notice_with_trail(marker, &rendered));
+    let tokens = estimator.message_tokens(&replacement).saturating_sub(bare);
+    let stats = cx.config.trail.enabled.then(|| rendered.stats(tokens));
     let what = format!("a notice ({} removed)", split.removed);
     Some(replace_middle(
         conversation,
         cx,
         &split,
-        replacement,
+        (replacement, stats),
         stamp,
         &what,
     ))
@@ -84,12 +129,19 @@ pub(crate) fn replace_middle(
     conversation: &mut Conversation,
     cx: &StepContext<'_>,
     split: &Split,
-    replacement: Message,
+    (replacement, trail): (Message, Option<TrailStats>),
     stamp: Stamp,
     what: &str,
 ) -> Step {
     let measure = Measure::before(cx, conversation);
-    let chars_added = Weights::chars(&replacement.counts());
+    // The turn alone was over the budget: its older tool exchanges went.
+    let inside_current_turn = middle::current_turn(conversation).is_some_and(|(at, _)| {
+        (split.fates.iter().enumerate()).any(|(i, f)| i > at && *f != Fate::Keep)
+    });
+    let chars_added = Weights::chars(&replacement.counts())
+        + (split.bridge_messages().iter())
+            .map(|m| Weights::chars(&m.counts()))
+            .sum::<u64>();
     let replaced = split.fates.iter().filter(|f| **f != Fate::Keep).count();
     split.apply(conversation, replacement);
     let repair = repair_tool_pairs(conversation);
@@ -99,11 +151,15 @@ pub(crate) fn replace_middle(
         what,
         "history replaced"
     );
-    let detail = format!(
+    let mut detail = format!(
         "{replaced} message(s) replaced by {what}; {} orphan result(s) dropped, {} synthetic result(s) added",
         repair.results_dropped, repair.results_added
     );
-    measure.finish(
+    if inside_current_turn {
+        detail
+            .push_str("; the current turn alone was over budget: its older tool exchanges removed");
+    }
+    let mut step = measure.finish(
         cx,
         conversation,
         stamp,
@@ -113,5 +169,8 @@ pub(crate) fn replace_middle(
             chars_added: chars_added + repair.chars_added,
         },
         detail,
-    )
+    );
+    step.trail = trail;
+    step.inside_current_turn = inside_current_turn;
+    step
 }

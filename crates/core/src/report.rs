@@ -62,6 +62,30 @@ pub struct Step {
     pub target_tokens: u64,
     /// A short human-readable account.
     pub detail: String,
+    /// The trail the step wrote (③, ④, ⑤): entries per kind and the tokens it costs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trail: Option<TrailStats>,
+    /// The step removed messages of the current turn (its older tool exchanges): the turn
+    /// alone was over the budget.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub inside_current_turn: bool,
+}
+
+/// What a trail holds, as a step wrote it (SPEC.md "The trail").
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct TrailStats {
+    /// User requests listed.
+    pub requests: usize,
+    /// Error identifiers listed.
+    pub errors: usize,
+    /// Files listed.
+    pub files: usize,
+    /// Commands listed.
+    pub commands: usize,
+    /// Entries left out for space (counted on its last line), this time and before.
+    pub left_out: usize,
+    /// Estimated tokens the trail's lines cost.
+    pub tokens: u64,
 }
 
 /// Everything the cascade did to one conversation.
@@ -143,6 +167,11 @@ impl Report {
     /// Messages removed by every step, in all.
     pub fn messages_removed(&self) -> usize {
         self.steps.iter().map(|s| s.messages_removed).sum()
+    }
+
+    /// The trail of the latest step that wrote one (it holds the earlier ones, merged).
+    pub fn trail(&self) -> Option<TrailStats> {
+        self.steps.iter().rev().find_map(|s| s.trail)
     }
 
     /// Total tokens freed by every step.

@@ -133,6 +133,8 @@ impl Measure {
             tokens_freed: self.tokens.saturating_sub(tokens_after),
             target_tokens: stamp.target,
             detail,
+            trail: None,
+            inside_current_turn: false,
         }
     }
 }

@@ -23,6 +23,7 @@ use crate::prune::replace_middle;
 use crate::report::{Step, Strategy};
 use crate::step::{Stamp, StepContext, chars_in};
 use crate::summarizer::{Summarizer, SummaryError, SummaryRequest, validate};
+use crate::trail::{Rendered, Trail, complete_summary, render_for};
 
 /// Below this many tokens of room, a summary cannot say anything useful: the tail shrinks.
 const MIN_SUMMARY_TOKENS: u64 = 200;
@@ -37,6 +38,33 @@ pub(crate) struct Plan {
     /// Tokens of everything the replacement stands for.
     pub replaced_tokens: u64,
     pub target: u64,
+    /// The trail of the replaced range, which the summary's sections 3, 4 and 6 carry.
+    pub trail: Rendered,
+    /// Tokens the trail takes of the room.
+    pub trail_tokens: u64,
+}
+
+impl Plan {
+    /// The trail, extracted from what the plan replaces and rendered within its share of
+    /// the room (at most half: the summary needs the rest).
+    fn with_trail(mut self, conversation: &Conversation, cx: &StepContext<'_>) -> Plan {
+        let config = &cx.config.trail;
+        let trail = Trail::of_split(conversation, &self.split, config);
+        let room = (self.room / 2).min(self.replaced_tokens / 2);
+        self.trail = render_for(&trail, config, cx.budget.effective(), room, &cx.estimator);
+        let text = self.trail.text();
+        self.trail_tokens = if text.is_empty() {
+            0
+        } else {
+            cx.estimator.text_tokens(&text)
+        };
+        self
+    }
+
+    /// A summary body completed with the trail (SPEC: sections 3, 4 and 6 always carry it).
+    pub(crate) fn complete(&self, body: &str) -> String {
+        complete_summary(body, &self.trail)
+    }
 }
 
 /// Why ④ failed, with the chunk summaries that did succeed (for ⑤ level 1).
@@ -78,7 +106,11 @@ pub(crate) fn plan(
             if !split.is_effective() {
                 continue;
             }
-            let (mut kept, mut replaced) = (tools, 0.0);
+            // The notices that keep turns alternating across later gaps stay beside it.
+            let bridges: f64 = (split.bridge_messages().iter())
+                .map(|m| cx.estimator.message_tokens(m) as f64)
+                .sum();
+            let (mut kept, mut replaced) = (tools + bridges, 0.0);
             for (t, fate) in tokens.iter().zip(&split.fates) {
                 match fate {
                     Fate::Keep => kept += t,
@@ -92,14 +124,16 @@ pub(crate) fn plan(
                 room,
                 replaced_tokens: replaced.ceil() as u64,
                 target,
+                trail: Rendered::default(),
+                trail_tokens: 0,
             };
             if room >= MIN_SUMMARY_TOKENS {
-                return Some(plan);
+                return Some(plan.with_trail(conversation, cx));
             }
             fallback.get_or_insert(plan);
         }
     }
-    fallback
+    fallback.map(|plan| plan.with_trail(conversation, cx))
 }
 
 fn prior(cx: &StepContext<'_>, counts: &ClassCounts) -> f64 {
@@ -141,9 +175,18 @@ pub(crate) fn write_summary(
     stamp: Stamp,
     what: &str,
 ) -> Step {
-    let what = format!("a {what} of {} chars", chars_in(body));
-    let message = middle::summary_message(body);
-    replace_middle(conversation, cx, &plan.split, message, stamp, &what)
+    let body = plan.complete(body);
+    let what = format!("a {what} of {} chars", chars_in(&body));
+    let message = middle::summary_message(&body);
+    let trail = (cx.config.trail.enabled).then(|| plan.trail.stats(plan.trail_tokens));
+    replace_middle(
+        conversation,
+        cx,
+        &plan.split,
+        (message, trail),
+        stamp,
+        &what,
+    )
 }
 
 /// Where chunks may be cut: before a removed message that opens its own exchange.
@@ -173,7 +216,7 @@ pub(crate) async fn summarize_messages(
     let room = plan
         .room
         .min(plan.replaced_tokens.saturating_sub(1))
-        .saturating_sub(overhead);
+        .saturating_sub(overhead + plan.trail_tokens);
     let room = (room as f64 / cx.estimator.multiplier).floor() as u64;
     if room == 0 {
         let why = "no room is left for a summary within the budget";
@@ -254,7 +297,9 @@ pub(crate) async fn summarize_messages(
 /// A summary may go in only if it is not empty, smaller than what it replaces, and fits
 /// the room the plan left for it.
 pub(crate) fn check(cx: &StepContext<'_>, body: &str, plan: &Plan) -> Result<(), SummaryError> {
-    let tokens = cx.estimator.message_tokens(&middle::summary_message(body));
+    let tokens = cx
+        .estimator
+        .message_tokens(&middle::summary_message(&plan.complete(body)));
     validate(body, tokens, plan.replaced_tokens)?;
     if tokens > plan.room {
         return Err(SummaryError::TooLarge {

@@ -200,7 +200,7 @@ pub fn split_sections(summary: &str) -> [Vec<String>; 9] {
     sections
 }
 
-fn heading_index(line: &str) -> Option<usize> {
+pub(crate) fn heading_index(line: &str) -> Option<usize> {
     let t = line.trim().trim_start_matches('#').trim();
     let t = t
         .trim_start_matches(|c: char| c.is_ascii_digit())

@@ -19,6 +19,7 @@
 //! (reads superseded later).
 
 mod calls;
+mod compose;
 mod errors;
 mod extract;
 #[cfg(test)]
@@ -34,17 +35,17 @@ mod tests;
 
 use crate::tool_names::FileOp;
 
-// Wired in phase 2: ③/⑤ render the trail after their notice, ④ puts it into sections 3, 4
-// and 6, ② uses `lines_for_errors` and `stale_reads`.
-#[allow(unused_imports)]
-pub(crate) use render::{COMMANDS, ERRORS, REQUESTS, Rendered};
-#[allow(unused_imports)]
-pub(crate) use stale::{StaleRead, Superseder, stale_reads};
+pub(crate) use compose::{complete_summary, notice_with_trail, render_for};
+pub(crate) use render::Rendered;
+pub(crate) use stale::{StaleRead, stale_reads};
 
-/// The trail's budget and limits. `Default` gives SPEC.md's values. Public (with its
-/// fields) so that `CascadeConfig` can carry it once phase 2 re-exports it.
+/// The trail's budget and limits. `Default` gives SPEC.md's values; `CascadeConfig::trail`
+/// carries it.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct TrailConfig {
+    /// Whether removals leave a trail at all (`false`: the bare notices of SPEC's first
+    /// version, which is what the benchmarks compare against).
+    pub enabled: bool,
     /// The trail may take at most this share of E.
     pub max_share: f64,
     /// ... and at most this many tokens.
@@ -58,6 +59,7 @@ pub struct TrailConfig {
 impl Default for TrailConfig {
     fn default() -> Self {
         TrailConfig {
+            enabled: true,
             max_share: 0.15,
             max_tokens: 4_000,
             request_chars: 400,
@@ -66,10 +68,13 @@ impl Default for TrailConfig {
     }
 }
 
-#[allow(dead_code)] // wired in phase 2
 impl TrailConfig {
-    /// The trail's token budget for an effective window of `effective` tokens.
+    /// The trail's token budget for an effective window of `effective` tokens (0 when the
+    /// trail is switched off).
     pub fn budget(&self, effective: u64) -> u64 {
+        if !self.enabled {
+            return 0;
+        }
         let share = (effective as f64 * self.max_share).floor().max(0.0) as u64;
         share.min(self.max_tokens)
     }
@@ -165,7 +170,6 @@ impl Trail {
     }
 }
 
-#[allow(dead_code)] // wired in phase 2
 impl Trail {
     /// Whether there is nothing to say.
     pub(crate) fn is_empty(&self) -> bool {

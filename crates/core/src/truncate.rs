@@ -11,7 +11,7 @@ use unicode_segmentation::GraphemeCursor;
 
 use crate::conversation::{Block, Conversation};
 use crate::estimate::{ClassCounts, Estimator};
-use crate::markers::TRUNCATED;
+use crate::markers::{COMPACTED, TRUNCATED};
 use crate::report::{Step, Strategy};
 use crate::step::{Changes, Measure, Stamp, StepContext};
 
@@ -79,15 +79,25 @@ fn truncate_over(
     let mut added = 0u64;
     for &index in &oversized {
         for block in conversation.messages[index].blocks_mut() {
-            if let Block::ToolResult(result) = block
-                && estimator.tokens_of(&ClassCounts::of_blocks(&result.content)) > limit
-                && cut_blocks(
-                    &mut result.content,
-                    limit,
-                    &estimator,
-                    cx.config.newline_cut_ratio,
-                )
+            let Block::ToolResult(result) = block else {
+                continue;
+            };
+            if estimator.tokens_of(&ClassCounts::of_blocks(&result.content)) <= limit {
+                continue;
+            }
+            // ②'s placeholder is never cut (its marker stays exact): its note line goes.
+            if matches!(result.content.as_slice(), [Block::Text(t)] if t.text.starts_with(COMPACTED))
             {
+                result.content = vec![Block::text(COMPACTED)];
+                cut += 1;
+                continue;
+            }
+            if cut_blocks(
+                &mut result.content,
+                limit,
+                &estimator,
+                cx.config.newline_cut_ratio,
+            ) {
                 cut += 1;
                 added += TRUNCATED.chars().count() as u64;
             }

@@ -8,8 +8,8 @@
 mod common;
 
 use common::degraded::{
-    MODEL, WINDOW, compact, parse, recovery_steps, session_messages, sessions, small_sessions,
-    summaries,
+    MODEL, WINDOW, compact, notice_markers, parse, recovery_steps, session_messages, sessions,
+    small_sessions, summaries,
 };
 use common::scripted::{FAULTS, SummaryAnswer, all_text, faulty, nine_sections};
 use context_cascade::SUMMARY_PREFIX;
@@ -139,13 +139,7 @@ fn faults_everywhere_leave_the_bare_notice() {
             let notice = format!(
                 "[context compacted: {removed} earlier messages removed; summary unavailable]"
             );
-            let notices: Vec<String> = outcome
-                .output
-                .messages
-                .iter()
-                .map(|m| m.text_content())
-                .filter(|t| t.starts_with("[context compacted"))
-                .collect();
+            let notices: Vec<String> = notice_markers(&outcome.output);
             assert_eq!(notices, [notice], "{what}");
             let step = outcome.report.steps.last().unwrap();
             assert_eq!(step.messages_removed, removed, "{what}");
@@ -285,13 +279,7 @@ fn the_bare_notice_counts_what_earlier_compactions_removed() {
         let outcome = compact(&original, WINDOW, |_, _| Err(SummaryError::Timeout));
         // Everything gone but the new notice, less the old notice itself, plus its five.
         let removed_now = original.messages.len() - (outcome.output.messages.len() - 1) - 1;
-        let notices: Vec<String> = outcome
-            .output
-            .messages
-            .iter()
-            .map(|m| m.text_content())
-            .filter(|t| t.starts_with("[context compacted"))
-            .collect();
+        let notices: Vec<String> = notice_markers(&outcome.output);
         assert_eq!(
             notices,
             [format!(

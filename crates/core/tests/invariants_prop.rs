@@ -1,6 +1,8 @@
-//! Property tests of SPEC.md's seven invariants over generated conversations in both
-//! formats: random roles, parallel tool calls, pins, remember requests, huge and
-//! multi-byte (CJK, emoji) tool output, windows from tiny to huge.
+//! Property tests of SPEC.md's invariants over generated conversations in both formats:
+//! random roles, parallel tool calls, pins, remember requests, huge and multi-byte (CJK,
+//! emoji) tool output, windows from tiny to huge; in Anthropic form the current turn's
+//! first answer carries signed thinking (invariant 1), and every removal must leave its
+//! trail, the same bytes for the same input (invariant 8).
 //!
 //! `PROPTEST_CASES` sets the number of cases (default 48, CI-sized); a long run:
 //! `PROPTEST_CASES=10000 cargo test --release -p context_cascade --test invariants_prop`.
@@ -206,6 +208,22 @@ fn anthropic(case: &Case) -> Value {
         }
         out.push(message);
     }
+    // The current turn's first assistant message carries signed thinking (invariant 1:
+    // byte-identical after compaction).
+    let instruction = out.iter().rposition(|m| {
+        m["role"] == "user" && (m["content"].is_string() || m["content"][0]["type"] == "text")
+    });
+    let answer =
+        instruction.and_then(|at| (at + 1..out.len()).find(|&i| out[i]["role"] == "assistant"));
+    if let Some(at) = answer {
+        let thinking = json!({"type": "thinking", "thinking": "Plan: read, then edit.", "signature": "U2lnbmVkVGhpbmtpbmc="});
+        let content = match out[at]["content"].take() {
+            Value::Array(blocks) => blocks,
+            Value::String(text) => vec![json!({"type": "text", "text": text})],
+            _ => Vec::new(),
+        };
+        out[at]["content"] = Value::Array(std::iter::once(thinking).chain(content).collect());
+    }
     let mut body = json!({"model": "gpt-4o", "max_tokens": case.reserve, "messages": out});
     if let Some(system) = system {
         body["system"] = system;
@@ -238,6 +256,30 @@ proptest! {
         }
         if let Err(e) = invariants::idempotent(&manager, &output, budget) {
             return Err(TestCaseError::fail(e));
+        }
+        if let Err(e) = invariants::deterministic(&run) {
+            return Err(TestCaseError::fail(e));
+        }
+        // Invariant 8: every user request of a removed range is in the output, verbatim
+        // (its head), unless the report counts requests left out for space.
+        // (A trail with no room at all says nothing: only when the step's target left it
+        // none, so never when the output leaves its share of E and a quarter more unused.)
+        let roomy = |tokens: u64| tokens + budget.share(0.15) + budget.share(0.25) <= budget.effective();
+        let silent = report.steps.iter().any(|s| s.trail.is_some_and(|t| t.tokens == 0) && !roomy(s.tokens_after));
+        let left_out = silent || report.trail().is_some_and(|t| t.left_out > 0);
+        let text: String = output.messages.iter().map(|m| m.text_content()).collect::<Vec<_>>().join("\n");
+        for message in &original.messages {
+            let own = message.text_content();
+            let request = message.role() == context_cascade::Role::User
+                && message.tool_results().next().is_none()
+                && !own.trim().is_empty();
+            if !request || left_out || output.messages.contains(message) {
+                continue;
+            }
+            let head: String = own.lines().next().unwrap_or("").chars().take(40).collect();
+            let notices: Vec<String> = output.messages.iter().map(|m| m.text_content()).filter(|t| t.starts_with("[context")).map(|t| t.chars().take(700).collect()).collect();
+            let trails: Vec<_> = report.steps.iter().map(|s| (s.strategy, s.level, s.trail)).collect();
+            prop_assert!(text.contains(head.trim_end()), "request {head:?} left no trail\n{}\n{trails:?}\n{notices:#?}", report.summary_line());
         }
     }
 }

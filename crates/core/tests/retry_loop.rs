@@ -43,7 +43,9 @@ fn overflow_k_times(k: usize, provider: Provider, quoted: bool, anthropic: bool)
                     || message == first_user
                     || message == original.messages.last().unwrap()
                     || text.starts_with(SUMMARY_PREFIX)
-                    || text.ends_with("earlier messages removed; summary unavailable]"),
+                    || text.lines().next().is_some_and(
+                        |l| l.ends_with("earlier messages removed; summary unavailable]")
+                    ),
                 "{what}: {text:?} left after attempt 4"
             );
         }

@@ -19,7 +19,7 @@ mod markers {
 
 use context_cascade::tool_names::{self, CallActivity};
 use context_cascade::{
-    Block, Budget, CascadeConfig, ContextManager, Conversation, Message, Role, format,
+    Block, Budget, CascadeConfig, ContextManager, Conversation, Message, Report, Role, format,
 };
 use keeps::{Kept, share};
 use serde_json::Value;
@@ -28,9 +28,9 @@ fn parse(body: &Value) -> Conversation {
     format::parse(body.to_string().as_bytes(), None).unwrap()
 }
 
-fn row(name: &str, what: &str, tokens: &str, kept: Kept) -> String {
+fn row(name: &str, what: &str, tokens: &str, kept: Kept, trail: &str) -> String {
     format!(
-        "| {name} | {what} | {tokens} | {} | {} | {} | {} |",
+        "| {name} | {what} | {tokens} | {} | {} | {} | {} | {trail} |",
         share(kept.paths),
         share(kept.errors),
         share(kept.commands),
@@ -38,44 +38,84 @@ fn row(name: &str, what: &str, tokens: &str, kept: Kept) -> String {
     )
 }
 
+/// The ways a fixture is compacted: the whole cascade with the trail, `prune` alone (sync
+/// `compact`: Layer 1 and ③), and the whole cascade with the trail switched off.
+#[derive(Clone, Copy, PartialEq)]
+enum Way {
+    Cascade,
+    PruneOnly,
+    NoTrail,
+}
+
+fn run(way: Way, original: &Conversation, budget: Budget) -> (Conversation, Report) {
+    let mut config = CascadeConfig::default();
+    if way == Way::NoTrail {
+        config.trail.enabled = false;
+    }
+    let manager = ContextManager::new(config);
+    let mut output = original.clone();
+    let report = match way {
+        Way::PruneOnly => manager.compact(&mut output, budget),
+        _ => pollster::block_on(manager.compact_with_summary(&mut output, budget)),
+    };
+    (output, report)
+}
+
 #[test]
 fn what_compaction_keeps_on_every_fixture() {
     let manager = ContextManager::new(CascadeConfig::default());
     let mut lines = vec![
-        "| fixture | compaction | tokens | paths | errors | commands | requests |".to_owned(),
-        "|---|---|---|---|---|---|---|".to_owned(),
+        "| fixture | compaction | tokens | paths | errors | commands | requests | trail (tokens, % of E) |".to_owned(),
+        "|---|---|---|---|---|---|---|---|".to_owned(),
     ];
-    let mut totals = [Kept::default(), Kept::default()];
-    let mut claude_total = Kept::default();
+    // Totals: cascade 10%, cascade 5%, prune only 10%, trail off 10%, Claude Code's own.
+    let mut totals = [Kept::default(); 5];
+    let ways = [
+        (Way::Cascade, 10u64, "10%"),
+        (Way::Cascade, 5, "5%"),
+        (Way::PruneOnly, 10, "10%, prune only"),
+        (Way::NoTrail, 10, "10%, trail off"),
+    ];
     for (name, fixture) in common::transcripts() {
         let original =
             parse(&serde_json::json!({"model": "gpt-4o", "messages": fixture["messages"]}));
         let expected = keeps::expected(&original.messages);
         let estimate = manager.estimate(&original);
-        for (i, percent) in [10u64, 5].into_iter().enumerate() {
+        for (i, (way, percent, label)) in ways.into_iter().enumerate() {
             let budget = Budget::new(estimate * percent / 100, 0);
-            let mut output = original.clone();
-            let report = pollster::block_on(manager.compact_with_summary(&mut output, budget));
-            let text = keeps::output_text(&output);
-            let kept = keeps::kept(&expected, &text);
+            let (output, report) = run(way, &original, budget);
+            let kept = keeps::kept(&expected, &keeps::output_text(&output));
             for (k, total) in [kept.paths, kept.errors, kept.commands, kept.requests] {
                 assert!(k <= total, "{name}");
             }
-            // Deterministic: the same input and budget keep the same.
-            let mut again = original.clone();
-            pollster::block_on(manager.compact_with_summary(&mut again, budget));
-            assert_eq!(
-                keeps::kept(&expected, &keeps::output_text(&again)),
-                kept,
-                "{name}"
-            );
+            // Deterministic: the same input and budget give the same bytes.
+            let (again, _) = run(way, &original, budget);
+            assert_eq!(again, output, "{name}");
+            let effective = budget.effective();
+            let trail = report.trail().map_or("-".to_owned(), |t| {
+                // The trail stays within its share of E (SPEC: at most 15%).
+                assert!(
+                    t.tokens * 100 <= effective * 15 + 100,
+                    "{name}: {t:?} for {effective}"
+                );
+                format!(
+                    "{} ({:.1}%)",
+                    t.tokens,
+                    100.0 * t.tokens as f64 / effective as f64
+                )
+            });
+            if way != Way::NoTrail {
+                // Every user request of the removed ranges is still there, verbatim.
+                assert_eq!(kept.requests.0, kept.requests.1, "{name} {label}");
+            }
             totals[i].add(kept);
             let tokens = format!("{} → {}", report.tokens_before, report.tokens_after);
             lines.push(row(
                 &name,
-                &format!("{percent}% ({})", report.summary_line()),
+                &format!("{label} ({})", report.summary_line()),
                 &tokens,
                 kept,
+                &trail,
             ));
         }
         // Claude Code's own summaries, each against the history it replaced.
@@ -91,15 +131,24 @@ fn what_compaction_keeps_on_every_fixture() {
             let replaced = keeps::expected(&original.messages[from..at]);
             let summary = original.messages[at].text_content();
             let kept = keeps::kept(&replaced, &summary);
-            claude_total.add(kept);
+            totals[4].add(kept);
             let tokens = format!("summary of messages {from}..{at}");
-            lines.push(row(&name, "Claude Code's own", &tokens, kept));
+            lines.push(row(&name, "Claude Code's own", &tokens, kept, "-"));
             from = at + 1;
         }
     }
-    lines.push(row("**all**", "10%", "", totals[0]));
-    lines.push(row("**all**", "5%", "", totals[1]));
-    lines.push(row("**all**", "Claude Code's own", "", claude_total));
+    for (total, label) in totals.iter().zip([
+        "10%",
+        "5%",
+        "10%, prune only",
+        "10%, trail off",
+        "Claude Code's own",
+    ]) {
+        lines.push(row("**all**", label, "", *total, ""));
+    }
     println!("{}", lines.join("\n"));
     assert!(totals[0].paths.1 > 0 && totals[0].requests.1 > 0);
+    // What the trail adds: more of every kind than the same cascade without it.
+    assert!(totals[0].paths.0 > totals[3].paths.0);
+    assert!(totals[0].errors.0 > totals[3].errors.0);
 }

@@ -382,21 +382,15 @@ impl Gatherer {
         self.patch_paths(command);
     }
 
-    /// `apply_patch` envelopes name the files they add and change.
+    /// `apply_patch` envelopes name the files they add and change (one reading of the
+    /// envelope, shared with the trail: `tool_names::patch_files`).
     fn patch_paths(&mut self, text: &str) {
-        if !text.contains("*** ") {
-            return;
-        }
-        for line in text.lines() {
-            let line = line.trim();
-            if let Some(p) = line.strip_prefix("*** Add File: ") {
-                self.add_path(p, CREATED);
-            } else if let Some(p) = line
-                .strip_prefix("*** Update File: ")
-                .or_else(|| line.strip_prefix("*** Delete File: "))
-            {
-                self.add_path(p, EDITED);
-            }
+        for (op, path) in crate::tool_names::patch_files(text) {
+            let kind = match op {
+                crate::tool_names::FileOp::Created => CREATED,
+                _ => EDITED,
+            };
+            self.add_path(path, kind);
         }
     }
 

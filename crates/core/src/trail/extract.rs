@@ -184,10 +184,22 @@ impl<'c> Extractor<'c> {
     fn result(&mut self, result: &ToolResult, message: &Message, removed: bool) {
         let text = result.joined_text();
         let trimmed = text.trim_start();
-        if trimmed.starts_with(markers::COMPACTED)
-            || trimmed.starts_with(markers::RESULT_REMOVED)
-            || markers::is_cascade_notice(trimmed)
-        {
+        if trimmed.starts_with(markers::COMPACTED) {
+            // ② kept the result's error identifiers on its placeholder's second line.
+            let listed = trimmed
+                .lines()
+                .nth(1)
+                .and_then(|l| l.strip_prefix("errors: "));
+            if let (true, Some(listed)) = (removed, listed) {
+                let source = self.calls.get(&result.call_id).map(|i| i.source.clone());
+                let source = source.unwrap_or_default();
+                for id in listed.split("; ").filter(|id| !id.trim().is_empty()) {
+                    self.error(id, &source);
+                }
+            }
+            return;
+        }
+        if trimmed.starts_with(markers::RESULT_REMOVED) || markers::is_cascade_notice(trimmed) {
             return;
         }
         let flagged = is_flagged(&result.fields) || is_flagged(message.fields());
@@ -320,7 +332,6 @@ fn is_flagged(fields: &Map<String, Value>) -> bool {
     fields.get("is_error").and_then(Value::as_bool) == Some(true)
 }
 
-#[allow(dead_code)] // wired in phase 2
 impl Trail {
     /// The trail of `removed` (the messages a step takes out, in history order); `later`
     /// (the messages after them) can show the removed range's errors fixed.

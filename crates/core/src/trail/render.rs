@@ -39,7 +39,6 @@ pub(crate) struct Rendered {
     pub(crate) left_out: LeftOut,
 }
 
-#[allow(dead_code)] // wired in phase 2: ④ puts each block into its own section
 impl Rendered {
     /// One kind's heading and entries (empty when there is none): what ④'s sections 3, 4
     /// and 6 carry.
@@ -179,7 +178,6 @@ fn cost(estimator: &Estimator, line: &str) -> f64 {
     estimator.weights.prior(&counts) * estimator.multiplier
 }
 
-#[allow(dead_code)] // wired in phase 2: ③ and ⑤ write it after their notice
 impl Trail {
     /// The entries that fit in `budget` tokens, by priority (see the module docs).
     pub(crate) fn render_within(&self, budget: u64, estimator: &Estimator) -> Rendered {
@@ -278,14 +276,32 @@ impl Trail {
             },
         };
         if reserve > budget {
-            // Not even the count fits: say nothing rather than overrun.
-            rendered = Rendered::default();
+            // No entry fits beside the longest count: count them all, if that line fits;
+            // else say nothing rather than overrun.
+            let all = LeftOut {
+                requests: earlier.requests + self.requests.len(),
+                errors: earlier.errors + self.errors.len(),
+                files: earlier.files + self.files.len(),
+                commands: earlier.commands + self.commands.len(),
+            };
+            let line = left_out_line(&all).map_or(0.0, |l| cost(estimator, &l));
+            rendered = if line > 0.0 && line <= budget {
+                Rendered {
+                    files_heading,
+                    left_out: all,
+                    ..Rendered::default()
+                }
+            } else {
+                Rendered::default()
+            };
         }
         rendered
     }
 
     /// The trail as the lines that follow a notice, within `budget` tokens ("" when there is
-    /// nothing to say or no room).
+    /// nothing to say or no room). The strategies use [`Trail::render_within`]; tests read
+    /// the text.
+    #[cfg(test)]
     pub(crate) fn render(&self, budget: u64, estimator: &Estimator) -> String {
         self.render_within(budget, estimator).text()
     }

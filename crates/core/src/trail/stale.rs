@@ -30,7 +30,6 @@ pub(crate) struct StaleRead {
     pub(crate) superseded_by: Superseder,
 }
 
-#[allow(dead_code)] // wired in phase 2: the second line of ②'s placeholder
 impl StaleRead {
     /// Says which later call superseded the read: `stale: src/lib.rs was edited later by Edit`.
     pub(crate) fn note(&self) -> String {
@@ -60,7 +59,6 @@ struct PendingRead {
 /// supersedes every earlier read of the file. Only reads made by file tools are candidates
 /// (a shell's output is more than the file); calls of one assistant message run in order,
 /// but a call supersedes only reads issued by an earlier message.
-#[allow(dead_code)] // wired in phase 2: ② compacts these first
 pub(crate) fn stale_reads(messages: &[Message]) -> Vec<StaleRead> {
     let mut pending: HashMap<String, Vec<PendingRead>> = HashMap::new();
     // call id → the paths it read (latest call with that id: ids may be reused).

@@ -139,14 +139,55 @@ pub fn recovery_steps(report: &Report) -> Vec<(Strategy, Option<u8>, Option<u8>)
         .collect()
 }
 
-/// The texts of the messages the cascade wrote in place of the history.
+/// The texts of the summaries the cascade wrote in place of the history, without the trail
+/// blocks it adds to them (what the summarizer wrote, exactly).
 pub fn summaries(conversation: &Conversation) -> Vec<String> {
     conversation
         .messages
         .iter()
         .map(|m| m.text_content())
         .filter(|t| t.starts_with(SUMMARY_PREFIX))
+        .map(|t| without_trail(&t))
         .collect()
+}
+
+/// The notices the cascade wrote, by their marker (first line): the trail follows it.
+pub fn notice_markers(conversation: &Conversation) -> Vec<String> {
+    conversation
+        .messages
+        .iter()
+        .map(|m| m.text_content())
+        .filter(|t| t.starts_with("[context compacted"))
+        .map(|t| t.lines().next().unwrap_or("").to_owned())
+        .collect()
+}
+
+/// `text` without the trail's blocks (a heading, its `- ` entries and their indented
+/// continuation lines) and its `Left out for space:` line.
+pub fn without_trail(text: &str) -> String {
+    let headings = [
+        "User requests:",
+        "Errors:",
+        "Files (most recent first",
+        "Commands:",
+    ];
+    let mut out: Vec<&str> = Vec::new();
+    let mut inside = false;
+    for line in text.lines() {
+        if headings.iter().any(|h| line.starts_with(h)) {
+            inside = true;
+            continue;
+        }
+        if line.starts_with("Left out for space:") {
+            continue;
+        }
+        if inside && (line.starts_with("- ") || line.starts_with("  ")) {
+            continue;
+        }
+        inside = false;
+        out.push(line);
+    }
+    out.join("\n")
 }
 
 pub const WINDOW: u64 = 8_192;

@@ -1,4 +1,4 @@
-//! SPEC.md's seven invariants, checked on one cascade output. Shared by the fixture matrix
+//! SPEC.md's invariants, checked on one cascade output. Shared by the fixture matrix
 //! and the property tests. Each check returns a description of the first violation.
 
 use context_cascade::format::{self, WriteOptions};
@@ -14,7 +14,8 @@ pub struct Run<'a> {
     pub budget: Budget,
 }
 
-/// Checks invariants 1–5 and 7 (6, idempotence, needs another run: see [`idempotent`]).
+/// Checks invariants 1–5, 7 and the first half of 8 (6 and the rest of 8 need another run:
+/// see [`idempotent`] and [`deterministic`]).
 pub fn check(run: &Run<'_>) -> Result<(), String> {
     kept_unchanged(run).map_err(|e| format!("invariant 1: {e}"))?;
     tool_pairs(run.output).map_err(|e| format!("invariant 2: {e}"))?;
@@ -30,14 +31,73 @@ pub fn check(run: &Run<'_>) -> Result<(), String> {
         wire_alternates(
             &input.map_err(|e| e.to_string())?,
             &output.map_err(|e| e.to_string())?,
-            // A pinned message inside a removed range can leave two user turns meeting
-            // with the notice elsewhere: the strategies' placement, not the writer's.
-            Scope::Notices,
+            // A kept message inside a removed range (a pin, the current turn's instruction)
+            // splits it: the strategies put a notice in every later gap where two turns of
+            // one role would meet, so every meeting is checked.
+            Scope::All,
         )?;
     }
     markers_exact(run.output).map_err(|e| format!("invariant 4: {e}"))?;
     fits_when_it_can(run).map_err(|e| format!("invariant 5: {e}"))?;
     accounted(run).map_err(|e| format!("invariant 7: {e}"))?;
+    trail_left(run).map_err(|e| format!("invariant 8: {e}"))?;
+    Ok(())
+}
+
+/// Invariant 8, first half: every step that removed messages (③, ④, ⑤) left a trail, and
+/// what the report counts of it is in the output.
+fn trail_left(run: &Run<'_>) -> Result<(), String> {
+    use context_cascade::Strategy;
+    if !run.manager.config().trail.enabled {
+        return Ok(());
+    }
+    let text: String = (run.output.messages.iter())
+        .map(|m| m.text_content())
+        .collect::<Vec<_>>()
+        .join("\n");
+    let mut latest = None;
+    for step in &run.report.steps {
+        let removes = matches!(
+            step.strategy,
+            Strategy::PruneHistory | Strategy::Summarize | Strategy::Degrade
+        );
+        if !removes || step.messages_removed == 0 {
+            continue;
+        }
+        match step.trail {
+            Some(trail) => latest = Some(trail),
+            None => return Err(format!("a {} step left no trail", step.strategy.as_str())),
+        }
+    }
+    // A later removal folds the earlier trails into its own: the latest is what is left.
+    if let Some(trail) = latest {
+        let listed = trail.requests + trail.errors + trail.files + trail.commands;
+        let headed = [
+            "User requests:",
+            "Errors:",
+            "Files (most recent first",
+            "Commands:",
+        ]
+        .iter()
+        .any(|h| text.contains(h));
+        if listed > 0 && !headed {
+            return Err(format!(
+                "the report counts {trail:?} but the output lists none"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Invariant 8, second half: the same input and budget give the same bytes.
+pub fn deterministic(run: &Run<'_>) -> Result<(), String> {
+    let mut again = run.original.clone();
+    pollster::block_on(run.manager.compact_with_summary(&mut again, run.budget));
+    let write = |c: &Conversation| format::to_vec(c, WriteOptions::default());
+    let (a, b) = (write(run.output), write(&again));
+    if a.map_err(|e| e.to_string())? != b.map_err(|e| e.to_string())? {
+        return Err("invariant 8: the same input compacted twice gave different bytes".into());
+    }
     Ok(())
 }
 
@@ -48,15 +108,37 @@ fn protected(run: &Run<'_>) -> Vec<Message> {
     run.manager.pin_remember_requests(&mut original);
     let first_user = original.first_user_index();
     let n = original.messages.len();
+    let (instruction, answer) = current_turn(&original);
     original
         .messages
         .iter()
         .enumerate()
         .filter(|(i, m)| {
-            m.role().is_system() || m.is_pinned() || Some(*i) == first_user || i + 1 == n
+            m.role().is_system()
+                || m.is_pinned()
+                || Some(*i) == first_user
+                || i + 1 == n
+                || Some(*i) == instruction
+                || Some(*i) == answer
         })
         .map(|(_, m)| m.clone())
         .collect()
+}
+
+/// The current turn (SPEC.md ③, invariant 1): the last user message with text of its own
+/// (not only tool results, not a notice of the cascade) and the first assistant message
+/// after it.
+pub fn current_turn(conversation: &Conversation) -> (Option<usize>, Option<usize>) {
+    let messages = &conversation.messages;
+    let instruction = messages.iter().rposition(|m| {
+        m.role() == Role::User
+            && m.blocks().iter().any(|b| {
+                matches!(b, Block::Text(t) if !t.text.trim().is_empty() && !is_cascade_notice(&t.text))
+            })
+    });
+    let answer = instruction
+        .and_then(|at| (at + 1..messages.len()).find(|&i| messages[i].role() == Role::Assistant));
+    (instruction, answer)
 }
 
 /// Invariant 1: present, in order, unchanged — a tool result among them may be cut by ①
@@ -275,8 +357,9 @@ pub fn wire_alternates(input: &[u8], output: &[u8], scope: Scope) -> Result<(), 
         let meet = [left[left.len() - 1].clone(), right[0].clone()];
         if !before.windows(2).any(|p| p == meet) {
             let preview: String = pair[1].to_string().chars().take(160).collect();
+            let before: String = pair[0].to_string().chars().take(400).collect();
             return Err(format!(
-                "invariant 3: messages {i} and {} are both {} on the wire: {preview}",
+                "invariant 3: messages {i} and {} are both {} on the wire: {before} | {preview}",
                 i + 1,
                 pair[0]["role"]
             ));
@@ -301,11 +384,19 @@ pub fn markers_exact(conversation: &Conversation) -> Result<(), String> {
             _ => vec![],
         });
     for text in texts {
-        if text.starts_with("[context compacted") && !notice.is_match(text) {
+        // The marker is the first line; a notice's trail, or a placeholder's note, follows.
+        let first = text.lines().next().unwrap_or("");
+        if text.starts_with("[context compacted") && !notice.is_match(first) {
             return Err(format!("malformed notice {text:?}"));
         }
-        if text.starts_with("[compacted") && text != COMPACTED {
-            return Err(format!("malformed placeholder {text:?}"));
+        if text.starts_with("[compacted") {
+            let mut lines = text.lines().skip(1);
+            let note = lines.next();
+            let note_ok =
+                note.is_none_or(|l| l.starts_with("stale: ") || l.starts_with("errors: "));
+            if first != COMPACTED || !note_ok || lines.next().is_some() {
+                return Err(format!("malformed placeholder {text:?}"));
+            }
         }
         if text.starts_with("[tool result removed") && text != RESULT_REMOVED {
             return Err(format!("malformed synthetic result {text:?}"));
