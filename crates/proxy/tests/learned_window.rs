@@ -36,17 +36,27 @@ async fn a_learned_window_survives_a_restart() {
     let first = start(Script::new(6000), |c| c.db_path = db.clone()).await;
     let response = post(&first, "/v1/messages", &body).await;
     assert_eq!(response.status(), 200, "{}", response.text().await.unwrap());
-    assert_eq!(overflows(&first.script), 1, "the first proxy learns the limit once");
+    assert_eq!(
+        overflows(&first.script),
+        1,
+        "the first proxy learns the limit once"
+    );
     drop(first);
 
     let second = start(Script::new(6000), |c| c.db_path = db.clone()).await;
     let text = metrics_text(&second).await;
     assert!(
-        text.contains(&format!("cascade_learned_window_tokens{{model=\"{MODEL}\"}} 6000")),
+        text.contains(&format!(
+            "cascade_learned_window_tokens{{model=\"{MODEL}\"}} 6000"
+        )),
         "{text}"
     );
     let response = post(&second, "/v1/messages", &body).await;
     assert_eq!(response.status(), 200, "{}", response.text().await.unwrap());
-    assert_eq!(overflows(&second.script), 0, "the restarted proxy already knows it");
+    assert_eq!(
+        overflows(&second.script),
+        0,
+        "the restarted proxy already knows it"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
