@@ -18,7 +18,7 @@ use crate::estimate::{ClassCounts, Estimator};
 use crate::middle::{KeepRules, Summaries};
 use crate::offline::OfflineSummarizer;
 use crate::prune::{prune_history, recent_messages};
-use crate::report::Report;
+use crate::report::{Report, Step};
 use crate::step::StepContext;
 use crate::summarizer::Summarizer;
 use crate::truncate::{truncate_to_fit, truncate_tool_results};
@@ -192,6 +192,7 @@ impl ContextManager {
     pub fn compact(&self, conversation: &mut Conversation, budget: Budget) -> Report {
         let mut report = self.start_report(conversation, budget);
         self.layer1(conversation, budget, &mut report);
+        let first = report.steps.len();
         if self.should_preemptive_compact(conversation, budget) {
             let cx = self.context(conversation, budget).in_attempt(1);
             let target = budget.share(self.config.recovery_targets[0]);
@@ -214,6 +215,7 @@ impl ContextManager {
                     .extend(prune_history(conversation, &cx, plan.rules, target));
             }
         }
+        log_kept(&report.steps[first..]);
         self.finish(conversation, budget, &mut report);
         report
     }
@@ -296,7 +298,8 @@ impl ContextManager {
             ran: 0,
             earned: false,
         };
-        let mut kept = (conversation.clone(), report.steps.len());
+        let first = report.steps.len();
+        let mut kept = (conversation.clone(), first);
         while let Some((attempt, recovery)) = escalation.next(progress, budget) {
             let cx = self
                 .context_at_least(conversation, budget, floor)
@@ -321,6 +324,7 @@ impl ContextManager {
             *conversation = kept.0;
             report.steps.truncate(kept.1);
         }
+        log_kept(&report.steps[first.min(report.steps.len())..]);
         progress.earned
     }
 
@@ -473,4 +477,18 @@ impl ContextManager {
 /// The calibration key of a conversation: its model, or "" for a bare message array.
 pub(crate) fn model_of(conversation: &Conversation) -> &str {
     conversation.model().unwrap_or("")
+}
+
+/// Logs the Layer 2/3 steps that stay in the conversation (never one that was rolled back):
+/// a log line says what the request really lost.
+fn log_kept(steps: &[Step]) {
+    for step in steps {
+        tracing::info!(
+            strategy = step.strategy.as_str(),
+            messages_removed = step.messages_removed,
+            tokens_freed = step.tokens_freed,
+            detail = %step.detail,
+            "history replaced"
+        );
+    }
 }

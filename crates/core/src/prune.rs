@@ -145,11 +145,12 @@ pub(crate) fn replace_middle(
     let replaced = split.fates.iter().filter(|f| **f != Fate::Keep).count();
     split.apply(conversation, replacement);
     let repair = repair_tool_pairs(conversation);
-    tracing::info!(
+    // Tentative: the engine may roll this step back; it logs what it keeps (engine.rs).
+    tracing::debug!(
         strategy = stamp.strategy.as_str(),
         replaced,
         what,
-        "history replaced"
+        "history step applied"
     );
     let mut detail = format!(
         "{replaced} message(s) replaced by {what}; {} orphan result(s) dropped, {} synthetic result(s) added",
