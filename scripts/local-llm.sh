@@ -51,12 +51,16 @@ usage() {
     exit 2
 }
 
-# The build uses -march=native (fast on this machine); a cache carried to a CPU with other
-# instruction sets must be rebuilt, not crash with SIGILL. The stamp records the CPU flags.
+# The CPU features the build uses: AVX2/FMA/F16C, named outright rather than -march=native.
+# A native build on a CPU with Intel AMX compiles ggml's AMX kernels, and they crash
+# (SIGSEGV in ggml_backend_amx_mul_mat) where the kernel does not grant AMX tiles to the
+# process, as in this sandbox. A cache carried to a CPU with other instruction sets must be
+# rebuilt, not crash with SIGILL: the stamp records the CPU flags and these build flags.
+readonly GGML_CPU_FLAGS=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON)
 cpu_signature() {
     local flags
     flags="$(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null || uname -m)"
-    printf '%s' "$flags" | sha256sum | cut -c1-16
+    printf '%s %s' "$flags" "${GGML_CPU_FLAGS[*]}" | sha256sum | cut -c1-16
 }
 
 server_installed() {
@@ -124,7 +128,7 @@ install_server() {
             -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF \
             -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON \
             -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF \
-            -DGGML_NATIVE=ON -DGGML_CCACHE=OFF &&
+            "${GGML_CPU_FLAGS[@]}" -DGGML_CCACHE=OFF &&
             cmake --build "$work/build" --config Release --target llama-server -j "$jobs"
     } >"$build_log" 2>&1; then
         tail -n 40 "$build_log" >&2
