@@ -27,9 +27,10 @@ use futures::{StreamExt, TryStreamExt};
 use serde_json::Value;
 
 use crate::REPORT_HEADER;
+use crate::body::read_request_body;
 use crate::discovery::Learned;
 use crate::error::{ErrorKind, error_response};
-use crate::server::{AppState, cascade, read_request_body};
+use crate::server::{AppState, cascade};
 use crate::upstream::{UpstreamCall, UpstreamOutput, forward};
 
 /// The route's path.
