@@ -147,8 +147,73 @@ fn what_compaction_keeps_on_every_fixture() {
         lines.push(row("**all**", label, "", *total, ""));
     }
     println!("{}", lines.join("\n"));
+    println!("\n{}", why_missing(&manager).join("\n"));
     assert!(totals[0].paths.1 > 0 && totals[0].requests.1 > 0);
     // What the trail adds: more of every kind than the same cascade without it.
     assert!(totals[0].paths.0 > totals[3].paths.0);
     assert!(totals[0].errors.0 > totals[3].errors.0);
+}
+
+/// Why the paths an output misses are missing, per fixture at 10% and 5% (whole cascade):
+/// what must stay (the output's irreducible messages: system, first user, current turn and
+/// message, after ① and ②), the room that leaves under E beside the notice, what the trail
+/// took, and the cheapest possible listing of the missing paths (each written once,
+/// relative to their common directory, one per line): when that is over the room, no trail
+/// format can hold them within E.
+fn why_missing(manager: &ContextManager) -> Vec<String> {
+    let mut lines = vec![
+        "| fixture | at | E | must stay | room under E | trail | paths missing | cheapest listing of them | why |".to_owned(),
+        "|---|---|---|---|---|---|---|---|---|".to_owned(),
+    ];
+    let estimator = manager.estimator("gpt-4o");
+    for (name, fixture) in common::transcripts() {
+        let original =
+            parse(&serde_json::json!({"model": "gpt-4o", "messages": fixture["messages"]}));
+        let expected = keeps::expected(&original.messages);
+        let estimate = manager.estimate(&original);
+        for percent in [10u64, 5] {
+            let budget = Budget::new(estimate * percent / 100, 0);
+            let (output, report) = run(Way::Cascade, &original, budget);
+            let text = keeps::output_text(&output);
+            let kept = keeps::kept(&expected, &text);
+            let irreducible = output.irreducible();
+            let must: u64 = (output.messages.iter().zip(&irreducible))
+                .filter(|(_, keep)| **keep)
+                .map(|(m, _)| estimator.message_tokens(m))
+                .sum();
+            let notice = estimator.message_tokens(&Message::text(
+                Role::User,
+                "[context compacted: 99 earlier messages removed; summary unavailable]",
+            ));
+            let effective = budget.effective();
+            let room = effective.saturating_sub(must + notice);
+            let missing = keeps::missing_paths(&expected, &text);
+            let cheapest = keeps::cheapest_listing(&missing);
+            let cheapest = if cheapest.is_empty() {
+                0
+            } else {
+                estimator.text_tokens(&cheapest)
+            };
+            let stats = report.trail();
+            let trail = stats.map_or(0, |t| t.tokens);
+            let left_out = stats.map_or(0, |t| t.left_out);
+            let why = if missing.is_empty() {
+                "-"
+            } else if must + notice > effective {
+                "what must stay is over E: nothing else fits"
+            } else if cheapest > room {
+                "the room under E cannot hold them"
+            } else if left_out > 0 {
+                "the trail's budget (15% of E) is full: left out for space"
+            } else {
+                "not in the trail"
+            };
+            lines.push(format!(
+                "| {name} | {percent}% | {effective} | {must} | {room} | {trail} | {} of {} | {cheapest} | {why} |",
+                missing.len(),
+                kept.paths.1
+            ));
+        }
+    }
+    lines
 }
