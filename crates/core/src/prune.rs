@@ -70,9 +70,10 @@ struct Candidate {
 /// ③'s removal with a given notice text (⑤ level 3 writes the "summary unavailable" one),
 /// the trail of what it removes on the lines after the notice.
 ///
-/// The trail comes before the oldest kept recent messages: when the room left under the
-/// limit cannot hold the trail (the irreducible part takes most of E), fewer recent
-/// messages are kept, down to none, as long as that writes more trail entries: a message's
+/// At ⑤ level 3 the trail comes before the oldest kept recent messages: when the room left
+/// under E cannot hold the trail (the irreducible part takes most of it), fewer recent
+/// messages are kept, down to none (SPEC's last resort keeps only system, first user, pins,
+/// summary and current), as long as that writes more trail entries: a message's
 /// files, commands and errors take far fewer tokens in the trail than the message itself
 /// (SPEC: every removal leaves its trail; a removed recent message is in it).
 pub(crate) fn prune_with(
@@ -93,7 +94,10 @@ pub(crate) fn prune_with(
         notice,
     )?;
     let mut best = first;
-    if cx.config.trail.enabled && best.room < best.wanted {
+    // Only ⑤ level 3, the last resort, may keep fewer recent messages than asked for: ③
+    // keeps SPEC's N (its longest tail already leaves the trail its budget).
+    let last_resort = stamp.strategy == Strategy::Degrade;
+    if last_resort && cx.config.trail.enabled && best.room < best.wanted {
         for recent in (0..rules.recent).rev().take(TRAIL_TRIES) {
             let rules = KeepRules { recent, ..rules };
             let parts = (&starts[..], &protected[..]);

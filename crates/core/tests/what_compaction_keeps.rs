@@ -45,12 +45,18 @@ enum Way {
     Cascade,
     PruneOnly,
     NoTrail,
+    /// The whole cascade with the trail's share of E raised from SPEC's 15% to 20%
+    /// (`TrailConfig::max_share`): what the knob buys where the trail's budget is full.
+    WideTrail,
 }
 
 fn run(way: Way, original: &Conversation, budget: Budget) -> (Conversation, Report) {
     let mut config = CascadeConfig::default();
     if way == Way::NoTrail {
         config.trail.enabled = false;
+    }
+    if way == Way::WideTrail {
+        config.trail.max_share = 0.20;
     }
     let manager = ContextManager::new(config);
     let mut output = original.clone();
@@ -68,13 +74,15 @@ fn what_compaction_keeps_on_every_fixture() {
         "| fixture | compaction | tokens | paths | errors | commands | requests | trail (tokens, % of E) |".to_owned(),
         "|---|---|---|---|---|---|---|---|".to_owned(),
     ];
-    // Totals: cascade 10%, cascade 5%, prune only 10%, trail off 10%, Claude Code's own.
-    let mut totals = [Kept::default(); 5];
+    // Totals: cascade 10%, cascade 5%, prune only 10%, trail off 10%, trail at 20% of E
+    // at 5%, Claude Code's own.
+    let mut totals = [Kept::default(); 6];
     let ways = [
         (Way::Cascade, 10u64, "10%"),
         (Way::Cascade, 5, "5%"),
         (Way::PruneOnly, 10, "10%, prune only"),
         (Way::NoTrail, 10, "10%, trail off"),
+        (Way::WideTrail, 5, "5%, trail ≤ 20% of E"),
     ];
     for (name, fixture) in common::transcripts() {
         let original =
@@ -94,8 +102,9 @@ fn what_compaction_keeps_on_every_fixture() {
             let effective = budget.effective();
             let trail = report.trail().map_or("-".to_owned(), |t| {
                 // The trail stays within its share of E (SPEC: at most 15%).
+                let share = if way == Way::WideTrail { 20 } else { 15 };
                 assert!(
-                    t.tokens * 100 <= effective * 15 + 100,
+                    t.tokens * 100 <= effective * share + 100,
                     "{name}: {t:?} for {effective}"
                 );
                 format!(
@@ -131,7 +140,7 @@ fn what_compaction_keeps_on_every_fixture() {
             let replaced = keeps::expected(&original.messages[from..at]);
             let summary = original.messages[at].text_content();
             let kept = keeps::kept(&replaced, &summary);
-            totals[4].add(kept);
+            totals[5].add(kept);
             let tokens = format!("summary of messages {from}..{at}");
             lines.push(row(&name, "Claude Code's own", &tokens, kept, "-"));
             from = at + 1;
@@ -142,6 +151,7 @@ fn what_compaction_keeps_on_every_fixture() {
         "5%",
         "10%, prune only",
         "10%, trail off",
+        "5%, trail ≤ 20% of E",
         "Claude Code's own",
     ]) {
         lines.push(row("**all**", label, "", *total, ""));
@@ -158,12 +168,13 @@ fn what_compaction_keeps_on_every_fixture() {
 /// what must stay (the output's irreducible messages: system, first user, current turn and
 /// message, after ① and ②), the room that leaves under E beside the notice, what the trail
 /// took, and the cheapest possible listing of the missing paths (each written once,
-/// relative to their common directory, one per line): when that is over the room, no trail
-/// format can hold them within E.
+/// relative to their common directory, one per line) and their file names alone (what any
+/// listing must at least spell): when even the names are over the room, no trail format
+/// can hold them within E.
 fn why_missing(manager: &ContextManager) -> Vec<String> {
     let mut lines = vec![
-        "| fixture | at | E | must stay | room under E | trail | paths missing | cheapest listing of them | why |".to_owned(),
-        "|---|---|---|---|---|---|---|---|---|".to_owned(),
+        "| fixture | at | E | must stay | room under E | trail | paths missing | cheapest listing of them | their file names alone | why |".to_owned(),
+        "|---|---|---|---|---|---|---|---|---|---|".to_owned(),
     ];
     let estimator = manager.estimator("gpt-4o");
     for (name, fixture) in common::transcripts() {
@@ -189,11 +200,14 @@ fn why_missing(manager: &ContextManager) -> Vec<String> {
             let room = effective.saturating_sub(must + notice);
             let missing = keeps::missing_paths(&expected, &text);
             let cheapest = keeps::cheapest_listing(&missing);
-            let cheapest = if cheapest.is_empty() {
-                0
-            } else {
-                estimator.text_tokens(&cheapest)
+            let tokens = |text: &str| {
+                if text.is_empty() {
+                    0
+                } else {
+                    estimator.text_tokens(text)
+                }
             };
+            let (cheapest, names) = (tokens(&cheapest), tokens(&keeps::file_names(&missing)));
             let stats = report.trail();
             let trail = stats.map_or(0, |t| t.tokens);
             let left_out = stats.map_or(0, |t| t.left_out);
@@ -201,15 +215,27 @@ fn why_missing(manager: &ContextManager) -> Vec<String> {
                 "-"
             } else if must + notice > effective {
                 "what must stay is over E: nothing else fits"
+            } else if names > room {
+                "the room under E cannot hold even their file names"
             } else if cheapest > room {
-                "the room under E cannot hold them"
+                "the room under E cannot hold a plain listing of them"
             } else if left_out > 0 {
                 "the trail's budget (15% of E) is full: left out for space"
             } else {
                 "not in the trail"
             };
+            // Every missing path is explained by a bound; where only the trail's own budget
+            // bounds it, the targets hold (issue 12: ≥ 95% at 10%, ≥ 90% at 5%).
+            assert_ne!(why, "not in the trail", "{name} at {percent}%");
+            if why.starts_with("the trail's budget") {
+                let floor = if percent == 10 { 95 } else { 90 };
+                assert!(
+                    kept.paths.0 * 100 >= kept.paths.1 * floor,
+                    "{name} {percent}%"
+                );
+            }
             lines.push(format!(
-                "| {name} | {percent}% | {effective} | {must} | {room} | {trail} | {} of {} | {cheapest} | {why} |",
+                "| {name} | {percent}% | {effective} | {must} | {room} | {trail} | {} of {} | {cheapest} | {names} | {why} |",
                 missing.len(),
                 kept.paths.1
             ));

@@ -271,6 +271,23 @@ pub fn cheapest_listing(paths: &[String]) -> String {
     out
 }
 
+/// The distinct last components of `paths`, one per line: what any listing that spells the
+/// paths must at least write.
+pub fn file_names(paths: &[String]) -> String {
+    let mut names: Vec<&str> = Vec::new();
+    for path in paths {
+        let name = path
+            .trim_end_matches('/')
+            .rsplit('/')
+            .next()
+            .unwrap_or(path);
+        if !names.contains(&name) {
+            names.push(name);
+        }
+    }
+    names.join("\n")
+}
+
 /// How much of `expected` the output `text` still holds. A path counts when it is written
 /// in full, or relative to a root the same text names (`$ROOT = /dir`, then `$ROOT/a.rs`):
 /// the agent reads the same path either way.
