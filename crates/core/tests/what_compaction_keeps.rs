@@ -158,6 +158,7 @@ fn what_compaction_keeps_on_every_fixture() {
     }
     println!("{}", lines.join("\n"));
     println!("\n{}", why_missing(&manager).join("\n"));
+    println!("\n{}", cost_by_window().join("\n"));
     assert!(totals[0].paths.1 > 0 && totals[0].requests.1 > 0);
     // What the trail adds: more of every kind than the same cascade without it.
     assert!(totals[0].paths.0 > totals[3].paths.0);
@@ -240,6 +241,48 @@ fn why_missing(manager: &ContextManager) -> Vec<String> {
                 kept.paths.1
             ));
         }
+    }
+    lines
+}
+
+/// What the trail costs at the fixture matrix's windows (8K, 32K, 128K; no reserve): per
+/// window, the fixtures compacted with a trail, the largest trail and its share of E, and
+/// the mean share (SPEC: at most 15% of E, and at most 4,000 tokens).
+fn cost_by_window() -> Vec<String> {
+    let mut lines = vec![
+        "| window | fixtures with a trail | largest trail (tokens) | largest share of E | mean share of E |".to_owned(),
+        "|---|---|---|---|---|".to_owned(),
+    ];
+    for window in [8_000u64, 32_000, 128_000] {
+        let budget = Budget::new(window, 0);
+        let mut shares: Vec<(u64, f64)> = Vec::new();
+        for (_, fixture) in common::transcripts() {
+            let original =
+                parse(&serde_json::json!({"model": "gpt-4o", "messages": fixture["messages"]}));
+            let (_, report) = run(Way::Cascade, &original, budget);
+            if let Some(t) = report.trail().filter(|t| t.tokens > 0) {
+                let share = t.tokens as f64 / budget.effective() as f64;
+                assert!(
+                    share <= 0.15 + 1e-9 && t.tokens <= 4_000,
+                    "{t:?} at {window}"
+                );
+                shares.push((t.tokens, share));
+            }
+        }
+        let largest = shares.iter().map(|s| s.0).max().unwrap_or(0);
+        let top = shares.iter().map(|s| s.1).fold(0.0, f64::max);
+        let mean = match shares.len() {
+            0 => "-".to_owned(),
+            n => format!(
+                "{:.1}%",
+                100.0 * shares.iter().map(|s| s.1).sum::<f64>() / n as f64
+            ),
+        };
+        lines.push(format!(
+            "| {window} | {} of 10 | {largest} | {:.1}% | {mean} |",
+            shares.len(),
+            100.0 * top,
+        ));
     }
     lines
 }
