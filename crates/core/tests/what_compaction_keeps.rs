@@ -228,6 +228,15 @@ fn why_missing(manager: &ContextManager) -> Vec<String> {
             // Every missing path is explained by a bound; where only the trail's own budget
             // bounds it, the targets hold (issue 12: ≥ 95% at 10%, ≥ 90% at 5%).
             assert_ne!(why, "not in the trail", "{name} at {percent}%");
+            // Where paths are missing for want of room, the trail still takes at least half
+            // of the room there is (⑤ level 3 keeps fewer recent messages for it).
+            if !missing.is_empty() && must + notice <= effective {
+                let budget = manager.config().trail.budget(effective);
+                assert!(
+                    trail * 2 >= room.min(budget),
+                    "{name} {percent}%: {trail} of {room}"
+                );
+            }
             if why.starts_with("the trail's budget") {
                 let floor = if percent == 10 { 95 } else { 90 };
                 assert!(
