@@ -13,7 +13,7 @@ use crate::middle::{self, Fate, KeepRules, Split};
 use crate::repair::repair_tool_pairs;
 use crate::report::{Step, Strategy, TrailStats};
 use crate::step::{Changes, Measure, Stamp, StepContext};
-use crate::trail::{Trail, notice_with_trail, render_for};
+use crate::trail::{Rendered, Trail, notice_with_trail, render_for};
 
 /// Tokens a trail may take however little a removal frees: the `Left out for space: ...`
 /// line that counts what did not fit.
@@ -52,8 +52,30 @@ pub(crate) fn prune_history(
     prune_with(conversation, cx, rules, stamp, notice)
 }
 
+/// At most this many shorter tails are tried to make room for the trail.
+const TRAIL_TRIES: usize = 16;
+
+/// One way to take out the middle: the split for a tail length, and the trail it leaves.
+struct Candidate {
+    split: Split,
+    marker: String,
+    rendered: Rendered,
+    /// The room the trail had, and what it would take within its own budget.
+    room: u64,
+    wanted: u64,
+    /// Trail entries written (not only counted as left out).
+    shown: usize,
+}
+
 /// ③'s removal with a given notice text (⑤ level 3 writes the "summary unavailable" one),
 /// the trail of what it removes on the lines after the notice.
+///
+/// At ⑤ level 3 the trail comes before the oldest kept recent messages: when the room left
+/// under E cannot hold the trail (the irreducible part takes most of it), fewer recent
+/// messages are kept, down to none (SPEC's last resort keeps only system, first user, pins,
+/// summary and current), as long as that writes more trail entries: a message's
+/// files, commands and errors take far fewer tokens in the trail than the message itself
+/// (SPEC: every removal leaves its trail; a removed recent message is in it).
 pub(crate) fn prune_with(
     conversation: &mut Conversation,
     cx: &StepContext<'_>,
@@ -63,7 +85,67 @@ pub(crate) fn prune_with(
 ) -> Option<Step> {
     let starts = middle::exchange_starts(conversation);
     let protected = middle::irreducible(conversation, &starts);
-    let split = middle::split(conversation, &starts, &protected, rules);
+    let first = candidate(
+        conversation,
+        cx,
+        (&starts, &protected),
+        rules,
+        stamp,
+        notice,
+    )?;
+    let mut best = first;
+    // Only ⑤ level 3, the last resort, may keep fewer recent messages than asked for: ③
+    // keeps SPEC's N (its longest tail already leaves the trail its budget).
+    let last_resort = stamp.strategy == Strategy::Degrade;
+    if last_resort && cx.config.trail.enabled && best.room < best.wanted {
+        for recent in (0..rules.recent).rev().take(TRAIL_TRIES) {
+            let rules = KeepRules { recent, ..rules };
+            let parts = (&starts[..], &protected[..]);
+            let Some(next) = candidate(conversation, cx, parts, rules, stamp, notice) else {
+                continue;
+            };
+            let done = next.room >= next.wanted;
+            if next.shown > best.shown {
+                best = next;
+            }
+            if done {
+                break;
+            }
+        }
+    }
+    let Candidate {
+        split,
+        marker,
+        rendered,
+        ..
+    } = best;
+    let estimator = &cx.estimator;
+    let bare = estimator.message_tokens(&Message::text(Role::User, marker.clone()));
+    let replacement = Message::text(Role::User, notice_with_trail(marker, &rendered));
+    let tokens = estimator.message_tokens(&replacement).saturating_sub(bare);
+    let stats = cx.config.trail.enabled.then(|| rendered.stats(tokens));
+    let what = format!("a notice ({} removed)", split.removed);
+    Some(replace_middle(
+        conversation,
+        cx,
+        &split,
+        (replacement, stats),
+        stamp,
+        &what,
+    ))
+}
+
+/// The split keeping `rules.recent` messages and its trail within the room it leaves.
+/// `None` when the split removes nothing, or nothing larger than its own notice.
+fn candidate(
+    conversation: &Conversation,
+    cx: &StepContext<'_>,
+    (starts, protected): (&[usize], &[bool]),
+    rules: KeepRules,
+    stamp: Stamp,
+    notice: fn(usize) -> String,
+) -> Option<Candidate> {
+    let split = middle::split(conversation, starts, protected, rules);
     if !split.is_effective() {
         return None;
     }
@@ -101,26 +183,26 @@ pub(crate) fn prune_with(
     // at least the count of what was left out: every removal leaves a trail.
     let room =
         (limit.saturating_sub(kept + bare)).min(((removed - bare) / 2).max(MIN_TRAIL_TOKENS));
-    let trail = Trail::of_split(conversation, &split, &cx.config.trail);
-    let rendered = render_for(
-        &trail,
-        &cx.config.trail,
-        cx.budget.effective(),
+    let config = &cx.config.trail;
+    let trail = Trail::of_split(conversation, &split, config);
+    let effective = cx.budget.effective();
+    let rendered = render_for(&trail, config, effective, room, estimator);
+    // What the trail takes within its own budget alone (the room aside).
+    let wanted = render_for(&trail, config, effective, u64::MAX, estimator).text();
+    let wanted = if wanted.is_empty() {
+        0
+    } else {
+        estimator.text_tokens(&wanted)
+    };
+    let shown = rendered.shown();
+    Some(Candidate {
+        split,
+        marker,
+        rendered,
         room,
-        estimator,
-    );
-    let replacement = Message::text(Role::User, notice_with_trail(marker, &rendered));
-    let tokens = estimator.message_tokens(&replacement).saturating_sub(bare);
-    let stats = cx.config.trail.enabled.then(|| rendered.stats(tokens));
-    let what = format!("a notice ({} removed)", split.removed);
-    Some(replace_middle(
-        conversation,
-        cx,
-        &split,
-        (replacement, stats),
-        stamp,
-        &what,
-    ))
+        wanted,
+        shown,
+    })
 }
 
 /// Puts `replacement` where the split takes messages out, repairs the tool pairs, and

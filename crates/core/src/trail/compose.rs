@@ -2,7 +2,7 @@
 //! ④'s summary, and what a step reports about it. The strategies call these; the trail's
 //! content is decided elsewhere (extract, render).
 
-use super::render::{ERRORS, REQUESTS};
+use super::render::{COMMANDS, ERRORS, FILES, FILES_UNDER, LEFT_OUT, REQUESTS};
 use super::{Rendered, Trail, TrailConfig};
 use crate::conversation::Conversation;
 use crate::estimate::Estimator;
@@ -115,7 +115,7 @@ pub(crate) fn complete_summary(body: &str, rendered: &Rendered) -> String {
         }
         done[section] = true;
     };
-    for line in body.trim_end().lines() {
+    for line in without_trail(body).trim_end().lines() {
         if let Some(index) = heading_index(line) {
             if !out.is_empty() {
                 close(&mut out, &mut done, current);
@@ -130,6 +130,30 @@ pub(crate) fn complete_summary(body: &str, rendered: &Rendered) -> String {
             out.push(String::new());
             out.push(section_heading(section));
             out.push(blocks[section].clone());
+        }
+    }
+    out.join("\n")
+}
+
+/// `body` without the trail blocks a summarizer copied into it (from the previous summary
+/// it updates, or a summary in the messages it read): the trail written after it already
+/// holds them, merged, and a second copy would be read back twice by a later compaction —
+/// its entries listed twice and its `Left out for space` counts added twice.
+fn without_trail(body: &str) -> String {
+    let mut out: Vec<&str> = Vec::new();
+    let mut in_block = false;
+    for line in body.lines() {
+        let t = line.trim_end();
+        if [REQUESTS, ERRORS, FILES, COMMANDS].contains(&t) || t.starts_with(FILES_UNDER) {
+            in_block = true;
+            continue;
+        }
+        if in_block && (line.starts_with("- ") || line.starts_with("  ")) {
+            continue;
+        }
+        in_block = false;
+        if !line.starts_with(LEFT_OUT) {
+            out.push(line);
         }
     }
     out.join("\n")
@@ -168,6 +192,45 @@ mod tests {
         assert_eq!(parsed.requests, vec!["fix the bug".to_owned()]);
         // The summarizer's own lines are not taken for trail entries.
         assert!(parsed.files.iter().all(|f| f.path != "a.rs"));
+    }
+
+    #[test]
+    fn a_summary_updated_from_one_with_a_trail_carries_it_once() {
+        use crate::estimate::Estimator;
+        use crate::summarizer::SummaryRequest;
+        let earlier = Trail {
+            requests: vec!["fix the bug".into()],
+            files: (0..30)
+                .map(|i| super::super::FileEntry {
+                    path: format!("/p/src/f{i}.rs"),
+                    ops: vec![crate::tool_names::FileOp::Read],
+                    touches: 1,
+                })
+                .collect(),
+            ..Trail::default()
+        };
+        let estimator = Estimator::default();
+        // Rendered small: some files left out, counted.
+        let first = earlier.render_within(120, &estimator);
+        assert!(first.left_out.files > 0);
+        let previous = complete_summary(&format!("{}\n- goal", section_heading(0)), &first);
+        // The offline summarizer updates the previous summary, copying its sections.
+        let request = SummaryRequest::Summarize {
+            messages: Vec::new(),
+            previous_summary: Some(previous.clone()),
+            max_tokens: 4_000,
+        };
+        let body = crate::offline::OfflineSummarizer::default()
+            .summarize_now(&request)
+            .unwrap();
+        // The step's trail is the earlier one merged (nothing new was removed).
+        let merged = Trail::default().merge(Trail::parse(&previous));
+        let done = complete_summary(&body, &merged.render_within(4_000, &estimator));
+        assert_eq!(done.matches(LEFT_OUT).count(), 1, "{done}");
+        let parsed = Trail::parse(&done);
+        assert_eq!(parsed.left_out, Trail::parse(&previous).left_out, "{done}");
+        assert_eq!(parsed.files.len(), first.files.len(), "{done}");
+        assert_eq!(parsed.requests, vec!["fix the bug".to_owned()]);
     }
 
     #[test]

@@ -216,6 +216,16 @@ pub(crate) fn key_of(text: &str) -> &str {
     }
 }
 
+/// An error by its name alone: a failing test as it is, else the class or the code
+/// before `: ` (what a search finds it by).
+pub(crate) fn short_id(text: &str) -> &str {
+    if text.starts_with(FAILING_TEST) {
+        text
+    } else {
+        key_of(text)
+    }
+}
+
 /// What a command's result says about how it went.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Outcome {

@@ -193,7 +193,8 @@ impl<'c> Extractor<'c> {
             if let (true, Some(listed)) = (removed, listed) {
                 let source = self.calls.get(&result.call_id).map(|i| i.source.clone());
                 let source = source.unwrap_or_default();
-                for id in listed.split("; ").filter(|id| !id.trim().is_empty()) {
+                let listed = listed.split("; ").filter(|id| !id.trim().is_empty());
+                for id in listed.filter(|id| !is_more_count(id)) {
                     self.error(id, &source);
                 }
             }
@@ -362,6 +363,92 @@ impl Trail {
         };
         let flagged = flagged || is_flagged(&result.fields);
         let ids = errors::error_ids(&result.joined_text(), output, flagged);
-        (!ids.is_empty()).then(|| errors::cut(&format!("errors: {}", ids.join("; ")), 400))
+        (!ids.is_empty()).then(|| placeholder_errors(&ids))
+    }
+}
+
+/// The longest `errors: ...` line ② writes on its placeholder with each error's message...
+const PLACEHOLDER_ERRORS_CHARS: usize = 400;
+/// ... and with the errors' names alone: a test run's failing tests are what the agent
+/// needs next, and a result is only compacted when its placeholder is shorter (200 tokens
+/// against a test run's output of thousands).
+const PLACEHOLDER_NAMES_CHARS: usize = 800;
+
+/// `errors: A; B`, never cutting an identifier: when the ids with their messages are over
+/// [`PLACEHOLDER_ERRORS_CHARS`], each is written by its name alone (the class, the code, the
+/// failing test: what a later trail and the agent search for) within
+/// [`PLACEHOLDER_NAMES_CHARS`], and past that the rest is counted (`+2 more`). A cut id
+/// (`fa…`) would be found by no search and read back by the trail as an error of its own.
+fn placeholder_errors(ids: &[String]) -> String {
+    let full = format!("errors: {}", ids.join("; "));
+    if full.chars().count() <= PLACEHOLDER_ERRORS_CHARS {
+        return full;
+    }
+    let mut line = "errors:".to_owned();
+    for (i, id) in ids.iter().enumerate() {
+        let short = errors::short_id(id);
+        let more = ids.len() - i - 1;
+        let tail = if more > 0 {
+            format!("; +{more} more")
+        } else {
+            String::new()
+        };
+        let sep = if i == 0 { " " } else { "; " };
+        let fits = line.chars().count() + sep.len() + short.chars().count() + tail.chars().count()
+            <= PLACEHOLDER_NAMES_CHARS;
+        if !fits {
+            line.push_str(&format!("{sep}+{} more", ids.len() - i));
+            break;
+        }
+        line.push_str(sep);
+        line.push_str(short);
+    }
+    line
+}
+
+/// Whether a placeholder's listed id is the count of those left out (`+2 more`).
+fn is_more_count(id: &str) -> bool {
+    id.strip_prefix('+')
+        .and_then(|r| r.strip_suffix(" more"))
+        .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))
+}
+
+#[cfg(test)]
+mod placeholder_tests {
+    use super::*;
+
+    #[test]
+    fn a_long_error_line_keeps_whole_ids() {
+        let long = "x".repeat(130);
+        let ids: Vec<String> = (0..6)
+            .map(|i| format!("RuntimeError{i}: {long}"))
+            .chain((0..6).map(|i| format!("failing test: test number {i} (M)")))
+            .collect();
+        let line = placeholder_errors(&ids);
+        assert!(line.chars().count() <= PLACEHOLDER_NAMES_CHARS, "{line}");
+        assert!(!line.contains('…'), "{line}");
+        assert!(
+            line.starts_with("errors: RuntimeError0; RuntimeError1;"),
+            "{line}"
+        );
+        assert!(line.contains("failing test: test number 5 (M)"), "{line}");
+        let many: Vec<String> = (0..40)
+            .map(|i| format!("failing test: t{i} (Mod)"))
+            .collect();
+        let line = placeholder_errors(&many);
+        assert!(line.chars().count() <= PLACEHOLDER_NAMES_CHARS, "{line}");
+        assert!(line.ends_with(" more"), "{line}");
+        let listed: Vec<&str> = line["errors: ".len()..].split("; ").collect();
+        assert!(is_more_count(listed.last().unwrap()));
+        assert_eq!(
+            listed.len() - 1
+                + listed.last().unwrap()[1..]
+                    .split(' ')
+                    .next()
+                    .unwrap()
+                    .parse::<usize>()
+                    .unwrap(),
+            40
+        );
     }
 }

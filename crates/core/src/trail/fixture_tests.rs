@@ -12,7 +12,7 @@ use crate::conversation::{Block, Conversation, Message, Role};
 use crate::engine::ContextManager;
 use crate::tool_names::{self, CallActivity};
 
-#[allow(unreachable_pub)] // shared with tests/what_compaction_keeps.rs, where they are used
+#[allow(unreachable_pub, dead_code)] // shared with tests/what_compaction_keeps.rs, where they are used
 #[path = "../../tests/keeps/mod.rs"]
 mod keeps;
 

@@ -2,7 +2,9 @@
 //! one, so that the trail accumulates over repeated compactions.
 
 use super::extract::shows_fixed;
-use super::render::{COMMANDS, ERRORS, FILES, FILES_UNDER, FIXED, FROM, LEFT_OUT, REQUESTS, ROOT};
+use super::render::{
+    COMMANDS, ERRORS, FILES, FILES_UNDER, FIXED, FROM, LEFT_OUT, REQUESTS, ROOT, SAME_SOURCE,
+};
 use super::{CommandEntry, ErrorEntry, FileEntry, LeftOut, Trail, errors};
 use crate::tool_names::FileOp;
 
@@ -68,7 +70,15 @@ impl Trail {
     fn add(&mut self, kind: Kind, item: String, root: Option<&str>) {
         match kind {
             Kind::Requests => self.requests.push(item),
-            Kind::Errors => self.errors.push(parse_error(&item)),
+            Kind::Errors => {
+                let mut error = parse_error(&item);
+                let same = error.text.strip_suffix(SAME_SOURCE);
+                if let (None, Some(text)) = (&error.source, same) {
+                    error.text = text.to_owned();
+                    error.source = self.errors.last().and_then(|e| e.source.clone());
+                }
+                self.errors.push(error);
+            }
             Kind::Files => {
                 let mut file = parse_file(&item);
                 let relative = file

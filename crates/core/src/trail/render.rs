@@ -25,6 +25,9 @@ pub(crate) const COMMANDS: &str = "Commands:";
 pub(crate) const LEFT_OUT: &str = "Left out for space:";
 pub(crate) const FIXED: &str = " — fixed later";
 pub(crate) const FROM: &str = " (from `";
+/// An error from the same call as the error listed just before it: its source is written
+/// once (a test run's ten failures would otherwise repeat the command ten times).
+pub(crate) const SAME_SOURCE: &str = " (same)";
 
 /// The entries that fit, as lines, by kind, in display order.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -52,6 +55,11 @@ impl Rendered {
             out.push_str(line);
         }
         out
+    }
+
+    /// How many entries are written (the left-out count aside).
+    pub(crate) fn shown(&self) -> usize {
+        self.requests.len() + self.errors.len() + self.files.len() + self.commands.len()
     }
 
     /// The `Left out for space: ...` line, when something was left out.
@@ -94,10 +102,13 @@ pub(crate) fn request_line(text: &str) -> String {
     format!("- {}", text.replace('\n', "\n  "))
 }
 
-pub(crate) fn error_line(e: &ErrorEntry) -> String {
+/// An error's line; `previous`: the source of the error listed just before it.
+pub(crate) fn error_line(e: &ErrorEntry, previous: Option<&str>) -> String {
     let mut line = format!("- {}", e.text.replace('\n', " "));
-    if let Some(source) = &e.source {
-        line.push_str(&format!("{FROM}{}`)", source.replace('\n', " ")));
+    match &e.source {
+        Some(source) if previous == Some(source.as_str()) => line.push_str(SAME_SOURCE),
+        Some(source) => line.push_str(&format!("{FROM}{}`)", source.replace('\n', " "))),
+        None => {}
     }
     if e.fixed {
         line.push_str(FIXED);
@@ -170,6 +181,24 @@ fn error_priority(errors: &[ErrorEntry]) -> Vec<usize> {
     order
 }
 
+/// The errors' lines, each source written once per run of errors that share it. An error
+/// says `(same)` only after an error with the same source *and* the same state (open or
+/// fixed later): errors are kept open ones first, each group in order, so whenever this
+/// error is kept the one before it is kept too, and the line above it is that one.
+fn error_lines(errors: &[ErrorEntry]) -> Vec<String> {
+    let mut previous: Option<&ErrorEntry> = None;
+    errors
+        .iter()
+        .map(|e| {
+            let same = previous
+                .filter(|p| p.fixed == e.fixed)
+                .and_then(|p| p.source.as_deref());
+            previous = Some(e);
+            error_line(e, same)
+        })
+        .collect()
+}
+
 /// Fractional tokens of a line and its newline (the prior is additive over characters,
 /// so the sum over lines is the estimate of the whole text).
 fn cost(estimator: &Estimator, line: &str) -> f64 {
@@ -191,7 +220,7 @@ impl Trail {
                 REQUESTS,
                 self.requests.iter().map(|r| request_line(r)).collect(),
             ),
-            (ERRORS, self.errors.iter().map(error_line).collect()),
+            (ERRORS, error_lines(&self.errors)),
             (
                 files_heading.as_str(),
                 self.files

@@ -40,7 +40,7 @@ fn render_and_parse_round_trip() {
         text,
         "User requests:\n- Fix the failing test in lib/a.ex\n- also keep the old API\n\
          Errors:\n- failing test: test adds (ATest) (from `mix test test/a_test.exs 2>&1 | tail -5`) — fixed later\n\
-         - RuntimeError: no key found in Endpoint. (from `mix test test/a_test.exs 2>&1 | tail -5`) — fixed later\n\
+         - RuntimeError: no key found in Endpoint. (same) — fixed later\n\
          Files (most recent first):\n- /p/config — searched\n- /p/lib/a.ex — edited, read ×2\n\
          - test/a_test.exs — used\n\
          Commands:\n- `mix test test/a_test.exs 2>&1 | tail -5` → 5 tests, 1 failure; exit 2\n\
@@ -305,4 +305,54 @@ fn stale_reads_are_found_with_what_superseded_them() {
     );
     assert_eq!(stale[0].note(), "stale: /a.rs was edited later by Edit");
     assert_eq!(stale[1].note(), "stale: /b.rs was read again later by Read");
+}
+
+#[test]
+fn an_error_names_its_source_once_per_run_and_reads_back() {
+    let error = |text: &str, fixed: bool| ErrorEntry {
+        text: text.into(),
+        source: Some("mix test".into()),
+        fixed,
+    };
+    let trail = Trail {
+        errors: vec![
+            error("failing test: a (M)", false),
+            error("failing test: b (M)", true),
+            error("failing test: c (M)", false),
+            error("failing test: d (M)", false),
+        ],
+        ..Trail::default()
+    };
+    let estimator = Estimator::default();
+    let all = trail.render(4_000, &estimator);
+    assert_eq!(
+        all,
+        "Errors:\n- failing test: a (M) (from `mix test`)\n\
+         - failing test: b (M) (from `mix test`) — fixed later\n\
+         - failing test: c (M) (from `mix test`)\n- failing test: d (M) (same)"
+    );
+    assert_eq!(Trail::parse(&all), trail);
+    // Room for the open errors only: each `(same)` still refers to the line above it.
+    // Long names, so that one line costs more than the left-out count's reserve.
+    let mut long = trail.clone();
+    for e in &mut long.errors {
+        e.text = format!("{} {}", e.text, "word ".repeat(40).trim_end());
+    }
+    let trail = long;
+    let open = (1..400)
+        .map(|budget| trail.render_within(budget, &estimator))
+        .find(|r| r.errors.len() == 3)
+        .unwrap();
+    assert!(
+        open.errors.iter().all(|l| !l.contains("fixed later")),
+        "{open:?}"
+    );
+    assert_eq!(open.left_out.errors, 1);
+    let parsed = Trail::parse(&open.text());
+    assert!(
+        parsed
+            .errors
+            .iter()
+            .all(|e| e.source.as_deref() == Some("mix test"))
+    );
 }

@@ -241,6 +241,53 @@ fn has_path(text: &str, roots: &[&str], path: &str) -> bool {
         })
 }
 
+/// The paths of `expected` that the output `text` does not hold.
+pub fn missing_paths(expected: &Expected, text: &str) -> Vec<String> {
+    let roots = roots(text);
+    (expected.paths.iter())
+        .filter(|p| !has_path(text, &roots, p))
+        .cloned()
+        .collect()
+}
+
+/// The shortest plain listing of `paths` that still spells each: relative to their longest
+/// common directory, one per line (a lower bound for what any trail format can cost).
+pub fn cheapest_listing(paths: &[String]) -> String {
+    let Some(first) = paths.first() else {
+        return String::new();
+    };
+    let mut common = first.rfind('/').map_or("", |i| &first[..=i]);
+    for path in paths {
+        while !path.starts_with(common) {
+            let shorter = common.trim_end_matches('/');
+            common = shorter.rfind('/').map_or("", |i| &shorter[..=i]);
+        }
+    }
+    let mut out = format!("{common}\n");
+    for path in paths {
+        out.push_str(&path[common.len()..]);
+        out.push('\n');
+    }
+    out
+}
+
+/// The distinct last components of `paths`, one per line: what any listing that spells the
+/// paths must at least write.
+pub fn file_names(paths: &[String]) -> String {
+    let mut names: Vec<&str> = Vec::new();
+    for path in paths {
+        let name = path
+            .trim_end_matches('/')
+            .rsplit('/')
+            .next()
+            .unwrap_or(path);
+        if !names.contains(&name) {
+            names.push(name);
+        }
+    }
+    names.join("\n")
+}
+
 /// How much of `expected` the output `text` still holds. A path counts when it is written
 /// in full, or relative to a root the same text names (`$ROOT = /dir`, then `$ROOT/a.rs`):
 /// the agent reads the same path either way.
