@@ -256,6 +256,7 @@ impl ContextManager {
             escalation.towards(Goal::Under(self.config.preemptive_ratio));
             self.escalate(conversation, budget, &mut escalation, &mut report, 0.0)
                 .await;
+            self.layer1(conversation, budget, &mut report);
             self.finish(conversation, budget, &mut report);
         }
         report
@@ -273,6 +274,10 @@ impl ContextManager {
         if self.should_preemptive_compact(conversation, budget) {
             self.escalate(conversation, budget, escalation, &mut report, 0.0)
                 .await;
+            // ② may reach its watermark now where it could not before Layer 2/3 (when it
+            // does not compact short of it): it runs again, so that the next call's Layer 1
+            // finds nothing left to do and a second compaction changes nothing.
+            self.layer1(conversation, budget, &mut report);
         }
         self.finish(conversation, budget, &mut report);
         report
