@@ -15,9 +15,10 @@ pub struct CascadeConfig {
     /// ② compacts down to this share of E (hysteresis).
     pub low_watermark: f64,
     /// ② compacts even when all it may compact cannot bring the total down to the low
-    /// watermark (SPEC's rule). `false` (the default): ② then compacts nothing and leaves
-    /// the history to ③ at the preemptive threshold, so that it does not rewrite the
-    /// prefix on every call: with [`CascadeConfig::preemptive_target`] at the low
+    /// watermark (SPEC's rule). `false` (the default): ② then compacts nothing while the
+    /// request is under the preemptive threshold, and leaves the history to ③ there (over
+    /// it, Layer 2/3 rewrites the history anyway and ② runs as SPEC's), so that it does not
+    /// rewrite the prefix on every call: with [`CascadeConfig::preemptive_target`] at the low
     /// watermark, it keeps more of a provider's prompt cache at equal fit over every
     /// fixture at 32K, 64K and 128K (issue 15; `cargo run --release -p cascade-bench
     /// --bin cache_rules`, BENCHMARKS.md). SPEC's behaviour: `true` and a

@@ -400,10 +400,18 @@ impl ContextManager {
         let recent = recent_messages(conversation, self.config.recent_messages);
         match recovery {
             Recovery::PruneThenSummarize { target } => {
-                let target = budget.share(target);
-                let mut pruned = conversation.clone();
+                // Before a call ③ may cut deeper than SPEC's first target (preemptive_target);
+                // when it cannot get there, the attempt is SPEC's: ③, else ④, at that target.
+                let spec = budget.share(self.config.recovery_targets[0]);
+                let mut target = budget.share(target);
                 let rules = KeepRules::keeping(recent);
-                let step = prune_history(&mut pruned, cx, rules, target);
+                let mut pruned = conversation.clone();
+                let mut step = prune_history(&mut pruned, cx, rules, target);
+                if target < spec && (step.is_none() || cx.tokens(&pruned) > target) {
+                    target = spec;
+                    pruned = conversation.clone();
+                    step = prune_history(&mut pruned, cx, KeepRules::keeping(recent), target);
+                }
                 if step.is_some() && cx.tokens(&pruned) <= target {
                     *conversation = pruned;
                     report.steps.extend(step);
