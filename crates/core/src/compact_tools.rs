@@ -52,10 +52,12 @@ pub(crate) fn compact_tool_results(
     }
     if mode == CompactMode::Watermark
         && !cx.config.compact_short_of_watermark
+        && total <= cx.budget.share(cx.config.preemptive_ratio)
         && !reaches(conversation, cx, &candidates, total, target)
     {
-        // Compacting a little on every call rewrites an early message each time and
-        // throws the prompt cache away; leave it to ③ at the preemptive threshold.
+        // Compacting what just left the latest turn on every call rewrites the prefix
+        // each time; leave it to ③ at the preemptive threshold. Over that threshold
+        // Layer 2/3 rewrites the history anyway, and ② first leaves it less to remove.
         return None;
     }
     let measure = Measure::before(cx, conversation);

@@ -15,12 +15,23 @@ pub struct CascadeConfig {
     /// ② compacts down to this share of E (hysteresis).
     pub low_watermark: f64,
     /// ② compacts even when all it may compact cannot bring the total down to the low
-    /// watermark (SPEC's rule, the default). `false`: ② then compacts nothing and leaves the
-    /// history to ③ at the preemptive threshold, so that it does not rewrite one early
-    /// message on every call (measured in `tests/cache_stability.rs`).
+    /// watermark (SPEC's rule). `false` (the default): ② then compacts nothing while the
+    /// request is under the preemptive threshold, and leaves the history to ③ there (over
+    /// it, Layer 2/3 rewrites the history anyway and ② runs as SPEC's), so that it does not
+    /// rewrite the prefix on every call: with [`CascadeConfig::preemptive_target`] at the low
+    /// watermark, it keeps more of a provider's prompt cache at equal fit over every
+    /// fixture at 32K, 64K and 128K (issue 15; `cargo run --release -p cascade-bench
+    /// --bin cache_rules`, BENCHMARKS.md). SPEC's behaviour: `true` and a
+    /// `preemptive_target` of 0.75.
     pub compact_short_of_watermark: bool,
     /// shouldPreemptiveCompact: Layer 2/3 before calling when above this share of E.
     pub preemptive_ratio: f64,
+    /// The target, as a share of E, of the first recovery attempt when it runs before a
+    /// call (shouldPreemptiveCompact), not after an overflow: the low watermark by default,
+    /// so that ③ cuts once to where ② would have, and fires half as often as at SPEC's
+    /// first recovery target (0.75, `recovery_targets[0]`), each time rewriting the prefix.
+    /// The recovery after an overflow keeps `recovery_targets`.
+    pub preemptive_target: f64,
     /// ① cuts at the last newline when it lies past this share of the cut budget.
     pub newline_cut_ratio: f64,
     /// ③ keeps at most this many recent messages (and at most a third of the history).
@@ -63,8 +74,9 @@ impl Default for CascadeConfig {
             single_tool_result_share: 0.50,
             headroom_ratio: 0.75,
             low_watermark: 0.60,
-            compact_short_of_watermark: true,
+            compact_short_of_watermark: false,
             preemptive_ratio: 0.90,
+            preemptive_target: 0.60,
             newline_cut_ratio: 0.70,
             recent_messages: 6,
             chunk_threshold_chars: 50_000,

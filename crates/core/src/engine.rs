@@ -18,7 +18,7 @@ use crate::estimate::{ClassCounts, Estimator};
 use crate::middle::{KeepRules, Summaries};
 use crate::offline::OfflineSummarizer;
 use crate::prune::{prune_history, recent_messages};
-use crate::report::{Report, Step};
+use crate::report::{Report, Step, tokens_from};
 use crate::step::StepContext;
 use crate::summarizer::Summarizer;
 use crate::truncate::{truncate_to_fit, truncate_tool_results};
@@ -109,6 +109,14 @@ impl ContextManager {
         self.estimator(model_of(conversation)).tokens(conversation)
     }
 
+    /// The calibrated estimate of a request's messages from index `from` to the end: what
+    /// a provider bills uncached when the request changed at `from` (see
+    /// [`crate::replay`]).
+    pub fn estimate_from(&self, conversation: &Conversation, from: usize) -> u64 {
+        let estimator = self.estimator(model_of(conversation));
+        tokens_from(&estimator, &conversation.messages, from)
+    }
+
     /// The uncalibrated prior of a request, to pair with the usage the provider reports.
     pub fn prior(&self, conversation: &Conversation) -> f64 {
         self.config
@@ -187,15 +195,16 @@ impl ContextManager {
     }
 
     /// Sync compaction, without a summarizer: Layer 1, then, when the preemptive check
-    /// fires, one summarizer-free pass at the first recovery target: ③, every old tool
+    /// fires, one summarizer-free pass at the preemptive target: ③, every old tool
     /// result compacted, then ③ down to the shortest tail a summary would keep.
     pub fn compact(&self, conversation: &mut Conversation, budget: Budget) -> Report {
         let mut report = self.start_report(conversation, budget);
         self.layer1(conversation, budget, &mut report);
         let first = report.steps.len();
         if self.should_preemptive_compact(conversation, budget) {
+            let before = conversation.messages.clone();
             let cx = self.context(conversation, budget).in_attempt(1);
-            let target = budget.share(self.config.recovery_targets[0]);
+            let target = budget.share(self.config.preemptive_target);
             let recent = recent_messages(conversation, self.config.recent_messages);
             let rules = KeepRules::keeping(recent);
             report
@@ -214,6 +223,7 @@ impl ContextManager {
                     .steps
                     .extend(prune_history(conversation, &cx, plan.rules, target));
             }
+            report.changed_between(&before, &conversation.messages);
         }
         log_kept(&report.steps[first..]);
         self.finish(conversation, budget, &mut report);
@@ -224,7 +234,7 @@ impl ContextManager {
     /// A request still over E would be refused for sure, so the escalation goes on until it
     /// fits (the retry loop's later attempts, without the calls).
     pub async fn prepare(&self, conversation: &mut Conversation, budget: Budget) -> Report {
-        let mut escalation = Escalation::new(&self.config, Goal::Under(1.0));
+        let mut escalation = Escalation::before_call(&self.config, Goal::Under(1.0));
         self.prepare_with(conversation, budget, &mut escalation)
             .await
     }
@@ -238,7 +248,7 @@ impl ContextManager {
         conversation: &mut Conversation,
         budget: Budget,
     ) -> Report {
-        let mut escalation = Escalation::new(&self.config, Goal::Under(1.0));
+        let mut escalation = Escalation::before_call(&self.config, Goal::Under(1.0));
         let mut report = self
             .prepare_with(conversation, budget, &mut escalation)
             .await;
@@ -246,6 +256,7 @@ impl ContextManager {
             escalation.towards(Goal::Under(self.config.preemptive_ratio));
             self.escalate(conversation, budget, &mut escalation, &mut report, 0.0)
                 .await;
+            self.layer1(conversation, budget, &mut report);
             self.finish(conversation, budget, &mut report);
         }
         report
@@ -263,6 +274,10 @@ impl ContextManager {
         if self.should_preemptive_compact(conversation, budget) {
             self.escalate(conversation, budget, escalation, &mut report, 0.0)
                 .await;
+            // ② may reach its watermark now where it could not before Layer 2/3 (when it
+            // does not compact short of it): it runs again, so that the next call's Layer 1
+            // finds nothing left to do and a second compaction changes nothing.
+            self.layer1(conversation, budget, &mut report);
         }
         self.finish(conversation, budget, &mut report);
         report
@@ -271,6 +286,11 @@ impl ContextManager {
     /// ① then ②.
     fn layer1(&self, conversation: &mut Conversation, budget: Budget, report: &mut Report) {
         let cx = self.context(conversation, budget);
+        // ① and ② only shorten messages in place, so a changed message has other counts
+        // than before (cached: no copy of the request to find where they changed it).
+        let counts = |c: &Conversation| c.messages.iter().map(|m| m.counts()).collect::<Vec<_>>();
+        let before = counts(conversation);
+        let steps = report.steps.len();
         report
             .steps
             .extend(truncate_tool_results(conversation, &cx));
@@ -279,6 +299,9 @@ impl ContextManager {
             &cx,
             CompactMode::Watermark,
         ));
+        if report.steps.len() > steps {
+            report.changed_between(&before, &counts(conversation));
+        }
     }
 
     /// One run of `escalation`: applies the attempts it hands out and keeps what earns its
@@ -299,7 +322,8 @@ impl ContextManager {
             earned: false,
         };
         let first = report.steps.len();
-        let mut kept = (conversation.clone(), first);
+        let initial = conversation.clone();
+        let mut kept = None;
         while let Some((attempt, recovery)) = escalation.next(progress, budget) {
             let cx = self
                 .context_at_least(conversation, budget, floor)
@@ -310,7 +334,7 @@ impl ContextManager {
             if escalation.earns(progress.kept_tokens, now, budget) {
                 progress.kept_tokens = now;
                 progress.earned = true;
-                kept = (conversation.clone(), report.steps.len());
+                kept = Some((conversation.clone(), report.steps.len()));
             } else {
                 tracing::info!(
                     attempt,
@@ -320,9 +344,20 @@ impl ContextManager {
             }
         }
         // What never earned its rewrite is undone.
-        if report.steps.len() != kept.1 {
-            *conversation = kept.0;
-            report.steps.truncate(kept.1);
+        match kept {
+            Some((state, steps)) => {
+                if report.steps.len() != steps {
+                    *conversation = state;
+                    report.steps.truncate(steps);
+                }
+                report.changed_between(&initial.messages, &conversation.messages);
+            }
+            None => {
+                if report.steps.len() != first {
+                    *conversation = initial;
+                    report.steps.truncate(first);
+                }
+            }
         }
         log_kept(&report.steps[first.min(report.steps.len())..]);
         progress.earned
@@ -348,7 +383,9 @@ impl ContextManager {
         };
         let attempt = u8::try_from(attempt).unwrap_or(u8::MAX);
         let cx = self.context(conversation, budget).in_attempt(attempt);
-        self.apply(conversation, &cx, recovery, report).await
+        let before = conversation.messages.clone();
+        self.apply(conversation, &cx, recovery, report).await;
+        report.changed_between(&before, &conversation.messages);
     }
 
     /// Applies one recovery step in the context of its attempt.
@@ -363,10 +400,18 @@ impl ContextManager {
         let recent = recent_messages(conversation, self.config.recent_messages);
         match recovery {
             Recovery::PruneThenSummarize { target } => {
-                let target = budget.share(target);
-                let mut pruned = conversation.clone();
+                // Before a call ③ may cut deeper than SPEC's first target (preemptive_target);
+                // when it cannot get there, the attempt is SPEC's: ③, else ④, at that target.
+                let spec = budget.share(self.config.recovery_targets[0]);
+                let mut target = budget.share(target);
                 let rules = KeepRules::keeping(recent);
-                let step = prune_history(&mut pruned, cx, rules, target);
+                let mut pruned = conversation.clone();
+                let mut step = prune_history(&mut pruned, cx, rules, target);
+                if target < spec && (step.is_none() || cx.tokens(&pruned) > target) {
+                    target = spec;
+                    pruned = conversation.clone();
+                    step = prune_history(&mut pruned, cx, KeepRules::keeping(recent), target);
+                }
                 if step.is_some() && cx.tokens(&pruned) <= target {
                     *conversation = pruned;
                     report.steps.extend(step);
@@ -432,7 +477,8 @@ impl ContextManager {
 
     pub(crate) fn finish(&self, conversation: &Conversation, budget: Budget, report: &mut Report) {
         let cx = self.context(conversation, budget);
-        report.finish(cx.tokens(conversation), conversation.messages.len(), budget);
+        let messages = &conversation.messages;
+        report.finish(cx.tokens(conversation), messages, budget, &cx.estimator);
         report.reason = (!report.fits).then(|| self.why_it_cannot_fit(conversation, &cx));
     }
 

@@ -73,7 +73,12 @@ pub enum OldResults {
 
 /// The recovery attempt `attempt` (1-based) under `config`; `None` past the last one.
 pub(crate) fn rung(config: &CascadeConfig, attempt: usize) -> Option<Recovery> {
-    let [first, second, third] = config.recovery_targets;
+    rung_from(config, attempt, config.recovery_targets[0])
+}
+
+/// [`rung`] with `first` as the first attempt's target.
+fn rung_from(config: &CascadeConfig, attempt: usize, first: f64) -> Option<Recovery> {
+    let [_, second, third] = config.recovery_targets;
     match attempt {
         1 => Some(Recovery::PruneThenSummarize { target: first }),
         2 => Some(Recovery::Summarize {
@@ -120,15 +125,27 @@ pub(crate) struct Escalation<'a> {
     goal: Goal,
     /// The last attempt handed out (0 before the first).
     attempt: usize,
+    /// The first attempt's target, as a share of E.
+    first_target: f64,
 }
 
 impl<'a> Escalation<'a> {
-    /// A walk from attempt 1 towards `goal`.
+    /// A walk from attempt 1 towards `goal`, after an overflow (SPEC's ladder).
     pub(crate) fn new(config: &'a CascadeConfig, goal: Goal) -> Self {
         Escalation {
             config,
             goal,
             attempt: 0,
+            first_target: config.recovery_targets[0],
+        }
+    }
+
+    /// A walk before a call (shouldPreemptiveCompact): the first attempt cuts to
+    /// `preemptive_target`, the others are the ladder's.
+    pub(crate) fn before_call(config: &'a CascadeConfig, goal: Goal) -> Self {
+        Escalation {
+            first_target: config.preemptive_target,
+            ..Escalation::new(config, goal)
         }
     }
 
@@ -149,7 +166,7 @@ impl<'a> Escalation<'a> {
         if done {
             return None;
         }
-        let recovery = rung(self.config, self.attempt + 1)?;
+        let recovery = rung_from(self.config, self.attempt + 1, self.first_target)?;
         self.attempt += 1;
         Some((u8::try_from(self.attempt).unwrap_or(u8::MAX), recovery))
     }
@@ -223,6 +240,32 @@ mod tests {
         assert!(escalation.next(progress(900, 1, false), budget).is_some());
         assert!(escalation.next(progress(900, 2, false), budget).is_some());
         assert_eq!(escalation.next(progress(900, 3, false), budget), None);
+    }
+
+    #[test]
+    fn before_a_call_the_first_attempt_cuts_to_the_preemptive_target() {
+        let config = CascadeConfig {
+            preemptive_target: 0.6,
+            ..CascadeConfig::default()
+        };
+        let budget = Budget::new(1_000, 0);
+        let first = |mut e: Escalation<'_>| e.next(progress(950, 0, false), budget);
+        let before = Escalation::before_call(&config, Goal::Under(1.0));
+        let after = Escalation::new(&config, Goal::Under(1.0));
+        assert_eq!(
+            first(before),
+            Some((1, Recovery::PruneThenSummarize { target: 0.6 }))
+        );
+        assert_eq!(
+            first(after),
+            Some((1, Recovery::PruneThenSummarize { target: 0.75 }))
+        );
+        let mut before = Escalation::before_call(&config, Goal::Under(0.5));
+        before.next(progress(950, 0, false), budget);
+        assert_eq!(
+            before.next(progress(950, 1, false), budget),
+            rung(&config, 2).map(|r| (2, r))
+        );
     }
 
     #[test]

@@ -28,6 +28,20 @@
 //! fields' bytes. The **prefix stability** of a session is the share of its calls, after
 //! the first, whose request extends the previous one ([`PrefixStability`]).
 //!
+//! # Tokens re-billed uncached
+//!
+//! A provider bills the part of a request after its longest cached prefix at the full
+//! price. A call whose request does not extend the previous one **re-bills** the tokens
+//! of its request from the first message that differs from the previous request to the
+//! end: `tokens(current.messages[p..])`, where `p` = [`common_prefix`] (how many messages
+//! at the start of both are equal, in order; 0 when the fields besides the messages
+//! differ, since they come first on the wire), estimated with the estimate in force for
+//! the call. A call that extends the previous request re-bills nothing (its new messages
+//! are billed uncached by any agent, with or without the cascade); a call that does not
+//! counts its own new messages too, as they come after the change. The sum over a session
+//! is [`Replay::rebilled_tokens`]; a prepared request reports the same figure for its own
+//! change as [`Report::uncached_tokens`].
+//!
 //! # The replay
 //!
 //! [`replay`] carries the conversation forward as a library user does: before each call
@@ -106,6 +120,24 @@ pub fn conversation_extends(previous: &Conversation, current: &Conversation) -> 
         && extends(&previous.messages, &current.messages)
 }
 
+/// How many messages at the start of `current` are those of `previous`, equal and in
+/// order: the prefix a provider's cache can still serve. 0 when the fields besides the
+/// messages differ (they come before the messages on the wire).
+pub fn common_prefix(previous: &Conversation, current: &Conversation) -> usize {
+    if previous.format != current.format || previous.envelope != current.envelope {
+        return 0;
+    }
+    matching_prefix(&previous.messages, &current.messages)
+}
+
+/// How many parts at the start of `current` equal those of `previous`, in order.
+pub fn matching_prefix<T: PartialEq>(previous: &[T], current: &[T]) -> usize {
+    (previous.iter())
+        .zip(current)
+        .take_while(|(a, b)| a == b)
+        .count()
+}
+
 /// How many calls, after the first, sent a request extending the previous one.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PrefixStability {
@@ -161,6 +193,10 @@ pub struct Call {
     /// Whether the request sent extends the previous request sent; `None` on the first
     /// call.
     pub extends_previous: Option<bool>,
+    /// Tokens of the request sent from its first message that differs from the previous
+    /// request sent; 0 when it extends it or on the first call (see the [module
+    /// documentation](self#tokens-re-billed-uncached)).
+    pub rebilled_tokens: u64,
 }
 
 /// A whole replay.
@@ -170,6 +206,9 @@ pub struct Replay {
     pub calls: Vec<Call>,
     /// Prefix stability of the requests sent.
     pub stability: PrefixStability,
+    /// Tokens re-billed uncached over the session: the sum of the calls'
+    /// [`Call::rebilled_tokens`].
+    pub rebilled_tokens: u64,
 }
 
 /// Replays `transcript` as an agent loop using `manager` (see the [module
@@ -190,6 +229,7 @@ pub async fn replay(
     let mut previous: Option<Conversation> = None;
     let mut stability = PrefixStability::default();
     let mut calls = Vec::new();
+    let mut rebilled = 0;
     let mut next = 0;
     let points = call_points(transcript.messages.iter().map(|m| m.role()));
     for (n, end) in points.into_iter().enumerate() {
@@ -204,17 +244,30 @@ pub async fn replay(
         if let Some(extended) = extends_previous {
             stability.record(extended);
         }
+        let rebilled_tokens = match &previous {
+            Some(before) if extends_previous == Some(false) => {
+                let from = common_prefix(before, &carried);
+                manager.estimate_from(&carried, from)
+            }
+            _ => 0,
+        };
+        rebilled += rebilled_tokens;
         let call = Call {
             number: n + 1,
             end,
             report,
             extends_previous,
+            rebilled_tokens,
         };
         on_call(&call, &carried);
         calls.push(call);
         previous = Some(carried.clone());
     }
-    Replay { calls, stability }
+    Replay {
+        calls,
+        stability,
+        rebilled_tokens: rebilled,
+    }
 }
 
 #[cfg(test)]

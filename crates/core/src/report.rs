@@ -1,7 +1,8 @@
 //! What the cascade did, as data: one [`Step`] per strategy applied.
 
 use crate::config::Budget;
-use crate::conversation::Format;
+use crate::conversation::{Format, Message};
+use crate::estimate::{ClassCounts, Estimator};
 
 /// The five strategies, cheapest first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
@@ -118,6 +119,18 @@ pub struct Report {
     pub overflows: usize,
     /// The calibration multiplier the estimates used.
     pub token_scale: f64,
+    /// Index of the first message of the request as sent that differs from the request
+    /// as received: rewritten, removed, or preceded by an inserted message. `None` when
+    /// the cascade changed no message, so that the request as sent is the one received.
+    /// Recorded by `prepare`, `compact`, `compact_with_summary`, `call` and `recover`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_changed: Option<usize>,
+    /// Estimated tokens of the request as sent from `first_changed` to its end: what the
+    /// provider bills uncached because of this compaction, when it had the request as
+    /// received cached up to that point (the tokens a replay counts as re-billed for this
+    /// call, see `context_cascade::replay`). They include any new messages after the
+    /// change, which are uncached anyway. 0 when nothing changed.
+    pub uncached_tokens: u64,
     /// Why it cannot fit, when it cannot.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
@@ -145,18 +158,43 @@ impl Report {
             calls: 0,
             overflows: 0,
             token_scale: scale,
+            first_changed: None,
+            uncached_tokens: 0,
             reason: None,
         }
     }
 
     /// Records the final state: sizes after the steps, whether it fits, whether any step
-    /// degraded.
-    pub(crate) fn finish(&mut self, tokens: u64, messages: usize, budget: Budget) {
+    /// degraded, and the tokens from the first changed message of `messages` (the request
+    /// as sent) on, estimated with `estimator`.
+    pub(crate) fn finish(
+        &mut self,
+        tokens: u64,
+        messages: &[Message],
+        budget: Budget,
+        estimator: &Estimator,
+    ) {
         self.window = budget.window;
         self.tokens_after = tokens;
-        self.messages_after = messages;
+        self.messages_after = messages.len();
         self.fits = tokens <= budget.effective();
         self.degraded = self.steps.iter().any(|s| s.strategy == Strategy::Degrade);
+        self.uncached_tokens = self
+            .first_changed
+            .map_or(0, |from| tokens_from(estimator, messages, from));
+    }
+
+    /// Records that a step changed the request from message `index` on, `before` being
+    /// the messages before the step and `after` after it (nothing when they are equal).
+    /// Several changes keep the earliest: a later one at a higher index leaves the
+    /// messages before the earlier one as they were, and one at a lower index is the
+    /// earlier one.
+    pub(crate) fn changed_between<T: PartialEq>(&mut self, before: &[T], after: &[T]) {
+        if before == after {
+            return;
+        }
+        let index = crate::replay::matching_prefix(before, after);
+        self.first_changed = Some(self.first_changed.map_or(index, |i| i.min(index)));
     }
 
     /// Characters removed by every step, in all.
@@ -197,6 +235,16 @@ impl Report {
     }
 }
 
+/// Estimated tokens of `messages[from..]` (nothing when `from` is past the end).
+pub(crate) fn tokens_from(estimator: &Estimator, messages: &[Message], from: usize) -> u64 {
+    let tail = messages.get(from..).unwrap_or_default();
+    estimator.tokens_of(
+        &tail
+            .iter()
+            .fold(ClassCounts::default(), |acc, m| acc + m.counts()),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -213,5 +261,18 @@ mod tests {
             assert_eq!(json["format"], name);
             assert_eq!(format.as_str(), name);
         }
+    }
+
+    #[test]
+    fn the_earliest_change_counts() {
+        let mut report = Report::start(Format::OpenAi, Budget::new(100, 10), 5, 1, 1.0);
+        report.changed_between(&[1, 2, 3], &[1, 2, 3]);
+        assert_eq!(report.first_changed, None);
+        report.changed_between(&[1, 2, 3, 4], &[1, 2, 9, 4]);
+        assert_eq!(report.first_changed, Some(2));
+        report.changed_between(&[1, 2, 9, 4], &[1, 2, 9]);
+        assert_eq!(report.first_changed, Some(2));
+        report.changed_between(&[1, 2, 9], &[5, 9]);
+        assert_eq!(report.first_changed, Some(0));
     }
 }

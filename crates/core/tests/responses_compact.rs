@@ -120,6 +120,8 @@ fn every_recovery_attempt_leaves_a_valid_body() {
             calls: 0,
             overflows: 0,
             token_scale: 1.0,
+            first_changed: None,
+            uncached_tokens: 0,
             reason: None,
         };
         pollster::block_on(manager.recover(&mut c, budget, attempt, &mut report));

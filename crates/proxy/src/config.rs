@@ -14,7 +14,8 @@
 //! state_max_bytes = 268435456    # stored state beyond this evicts the oldest entries
 //! discover = true                # ask the upstream for its window (llama.cpp, vLLM, Ollama)
 //! sticky_prefix = true           # re-apply earlier compaction to a conversation's known prefix
-//! compact_short_of_watermark = true  # SPEC's ②; false leaves ② to ③ when it cannot reach 0.6·E
+//! compact_short_of_watermark = false # default; true: SPEC's ②, which compacts even short of 0.6·E
+//! preemptive_target = 0.6        # ③ before a call cuts to this share of E (SPEC: 0.75)
 //! calibration_prior_tokens = 32000   # size-weighted calibration; 0 (default) is SPEC's EMA
 //! summarizer = "offline"         # or an OpenAI/Anthropic-compatible base URL
 //! summarizer_model = "gpt-4o-mini"
@@ -122,7 +123,8 @@ pub struct ProxyConfig {
     #[serde(flatten, deserialize_with = "summarizer_keys")]
     pub summarizer: SummarizerSpec,
     /// The engine's configuration (`compactable_tools`, `never_compact_tools`,
-    /// `compact_short_of_watermark`, `calibration_prior_tokens`; the rest at SPEC's values).
+    /// `compact_short_of_watermark`, `preemptive_target`, `calibration_prior_tokens`; the rest
+    /// at their defaults).
     /// Must stay the last flattened field: it rejects the keys no one before it took.
     #[serde(flatten, deserialize_with = "cascade_keys")]
     pub cascade: CascadeConfig,
@@ -295,6 +297,15 @@ impl<'de> Visitor<'de> for CascadeKeys {
                 "compact_short_of_watermark" => {
                     config.compact_short_of_watermark = map.next_value()?
                 }
+                "preemptive_target" => {
+                    let share: f64 = map.next_value()?;
+                    if !(share > 0.0 && share <= 1.0) {
+                        return Err(de::Error::custom(format!(
+                            "preemptive_target = {share}: expected a share of the window in (0, 1]"
+                        )));
+                    }
+                    config.preemptive_target = share;
+                }
                 "calibration_prior_tokens" => {
                     let tokens: f64 = map.next_value()?;
                     if !tokens.is_finite() || tokens < 0.0 {
@@ -349,14 +360,18 @@ mod tests {
         assert_eq!(c.catalog.lookup("custom").context_window, 65536);
         assert_eq!(c.max_request_bytes, DEFAULT_MAX_REQUEST_BYTES);
         assert_eq!(c.cascade.calibration_prior_tokens, 0.0);
-        assert!(c.cascade.compact_short_of_watermark);
+        assert!(!c.cascade.compact_short_of_watermark);
+        assert_eq!(c.cascade.preemptive_target, 0.6);
     }
 
     #[test]
     fn cascade_keys_reach_the_cascade_config() {
-        let text = "compact_short_of_watermark = false\nnever_compact_tools = [\"Read\"]\nupstream = \"http://u\"";
+        let text = "compact_short_of_watermark = true\npreemptive_target = 0.75\nnever_compact_tools = [\"Read\"]\nupstream = \"http://u\"";
         let c = ProxyConfig::from_toml_str(text).unwrap();
-        assert!(!c.cascade.compact_short_of_watermark);
+        assert!(c.cascade.compact_short_of_watermark);
+        assert_eq!(c.cascade.preemptive_target, 0.75);
+        let zero = "preemptive_target = 0\nupstream = \"http://u\"";
+        assert!(ProxyConfig::from_toml_str(zero).is_err());
         assert_eq!(c.upstream, "http://u");
         let args = serde_json::json!({"file_path": "/a"});
         assert!(ToolPolicy::default().is_compactable("Read", &args));

@@ -18,6 +18,7 @@ struct Counters {
     requests: BTreeMap<(String, u16), u64>,
     strategies: BTreeMap<String, u64>,
     tokens_saved: u64,
+    uncached_tokens: u64,
     upstream_calls: u64,
     overflow_errors: u64,
     overflow_recoveries: u64,
@@ -53,6 +54,9 @@ pub struct Snapshot {
     pub prefix_reused: u64,
     /// Tokens the strategies freed.
     pub tokens_saved: u64,
+    /// Tokens the provider bills uncached because a compaction changed the request
+    /// (`Report::uncached_tokens`, summed).
+    pub uncached_tokens: u64,
 }
 
 /// How a request on a cascade route ended, for [`Metrics::report`].
@@ -91,6 +95,7 @@ impl Metrics {
                     .or_default() += 1;
             }
             c.tokens_saved += report.tokens_freed();
+            c.uncached_tokens += report.uncached_tokens;
             c.upstream_calls += report.calls as u64;
             let overflows = report.overflows;
             c.overflow_errors += overflows as u64;
@@ -152,6 +157,7 @@ impl Metrics {
                 facts_injected: c.facts_injected,
                 prefix_reused: c.prefix_reused,
                 tokens_saved: c.tokens_saved,
+                uncached_tokens: c.uncached_tokens,
             }
         });
         s
@@ -187,11 +193,16 @@ impl Metrics {
                 "cascade_strategies_applied_total{{strategy=\"{strategy}\"}} {n}"
             );
         }
-        let plain: [(&str, &str, u64); 11] = [
+        let plain: [(&str, &str, u64); 12] = [
             (
                 "cascade_tokens_saved_total",
                 "Estimated prompt tokens removed by the cascade.",
                 c.tokens_saved,
+            ),
+            (
+                "cascade_compaction_uncached_tokens_total",
+                "Estimated prompt tokens after the first message a compaction changed: billed uncached by a provider's prompt cache because of it.",
+                c.uncached_tokens,
             ),
             (
                 "cascade_upstream_calls_total",
@@ -306,5 +317,34 @@ mod tests {
         assert!(text.contains("cascade_requests_total{route=\"/v1/messages\",status=\"200\"} 2"));
         assert!(text.contains("cascade_summary_cache_hits_total 1"));
         assert_eq!(escape("a\"b"), "a\\\"b");
+    }
+
+    #[test]
+    fn counts_the_tokens_compactions_leave_uncached() {
+        let m = Metrics::default();
+        let report = Report {
+            format: context_cascade::Format::OpenAi,
+            window: 1_000,
+            reserve: 0,
+            tokens_before: 900,
+            tokens_after: 600,
+            messages_before: 10,
+            messages_after: 10,
+            steps: Vec::new(),
+            fits: true,
+            degraded: false,
+            calls: 1,
+            overflows: 0,
+            token_scale: 1.0,
+            first_changed: Some(4),
+            uncached_tokens: 250,
+            reason: None,
+        };
+        m.report(&report, CallOutcome::Answered);
+        m.report(&report, CallOutcome::Answered);
+        assert_eq!(m.snapshot().uncached_tokens, 500);
+        let text = m.render(&Calibration::new());
+        assert!(text.contains("# TYPE cascade_compaction_uncached_tokens_total counter"));
+        assert!(text.contains("cascade_compaction_uncached_tokens_total 500"));
     }
 }
