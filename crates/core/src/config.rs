@@ -21,6 +21,9 @@ pub struct CascadeConfig {
     pub compact_short_of_watermark: bool,
     /// shouldPreemptiveCompact: Layer 2/3 before calling when above this share of E.
     pub preemptive_ratio: f64,
+    /// Above this share of E (below `preemptive_ratio`), ④'s summaries for the next
+    /// request may be prepared ahead, between turns (`ContextManager::summarize_ahead`).
+    pub background_summary_ratio: f64,
     /// ① cuts at the last newline when it lies past this share of the cut budget.
     pub newline_cut_ratio: f64,
     /// ③ keeps at most this many recent messages (and at most a third of the history).
@@ -65,6 +68,7 @@ impl Default for CascadeConfig {
             low_watermark: 0.60,
             compact_short_of_watermark: true,
             preemptive_ratio: 0.90,
+            background_summary_ratio: 0.80,
             newline_cut_ratio: 0.70,
             recent_messages: 6,
             chunk_threshold_chars: 50_000,
