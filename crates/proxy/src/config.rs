@@ -14,6 +14,9 @@
 //! state_max_bytes = 268435456    # stored state beyond this evicts the oldest entries
 //! discover = true                # ask the upstream for its window (llama.cpp, vLLM, Ollama)
 //! sticky_prefix = true           # re-apply earlier compaction to a conversation's known prefix
+//! background_summaries = true    # prepare ④'s LLM summary ahead, past 0.8·E (LLM summarizer only)
+//! background_jobs = 4            # background summaries running at once, at most
+//! background_summary_ratio = 0.8 # the pre-threshold, a share of E below the preemptive 0.9
 //! compact_short_of_watermark = true  # SPEC's ②; false leaves ② to ③ when it cannot reach 0.6·E
 //! calibration_prior_tokens = 32000   # size-weighted calibration; 0 (default) is SPEC's EMA
 //! summarizer = "offline"         # or an OpenAI/Anthropic-compatible base URL
@@ -113,6 +116,12 @@ pub struct ProxyConfig {
     /// Re-apply the previous request's compaction to the known prefix of a conversation
     /// (prompt-cache stability). On by default; off runs the cascade afresh every time.
     pub sticky_prefix: bool,
+    /// Prepare ④'s summaries in the background once a conversation is past
+    /// `background_summary_ratio`·E, so that the compaction turn does not wait for them.
+    /// On by default; it only acts with an LLM summarizer (offline summaries take no time).
+    pub background_summaries: bool,
+    /// Background summary jobs running at once, at most (at least 1).
+    pub background_jobs: usize,
     /// `[[model]]` tables: read by [`Catalog::with_overrides_toml`] from the same text, only
     /// accepted here.
     #[serde(rename = "model")]
@@ -150,6 +159,8 @@ impl Default for ProxyConfig {
             state_max_bytes: DEFAULT_STATE_MAX_BYTES,
             discover: true,
             sticky_prefix: true,
+            background_summaries: true,
+            background_jobs: crate::background::DEFAULT_BACKGROUND_JOBS,
             model_tables: IgnoredAny,
             summarizer: SummarizerSpec::Offline,
             cascade: CascadeConfig::default(),
@@ -294,6 +305,16 @@ impl<'de> Visitor<'de> for CascadeKeys {
                 "never_compact_tools" => never = map.next_value()?,
                 "compact_short_of_watermark" => {
                     config.compact_short_of_watermark = map.next_value()?
+                }
+                "background_summary_ratio" => {
+                    let ratio: f64 = map.next_value()?;
+                    if !(ratio > 0.0 && ratio <= config.preemptive_ratio) {
+                        return Err(de::Error::custom(format!(
+                            "background_summary_ratio = {ratio}: expected a share of the window above 0 and at most the preemptive {}",
+                            config.preemptive_ratio
+                        )));
+                    }
+                    config.background_summary_ratio = ratio;
                 }
                 "calibration_prior_tokens" => {
                     let tokens: f64 = map.next_value()?;
