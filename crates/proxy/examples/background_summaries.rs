@@ -130,7 +130,9 @@ async fn run(
         let _ = response.bytes().await;
         let latency = start.elapsed();
         let calls = summaries.load(Ordering::SeqCst) - before;
-        turns.push((latency, report.contains("summarize"), calls));
+        // ④ ran (or ⑤, which also asks the summarizer).
+        let summarized = report.contains("summarize") || report.contains("degrade");
+        turns.push((latency, summarized, calls));
         // The agent's own turn: longer than a summary.
         if let Some(jobs) = state.background() {
             let deadline = Instant::now() + Duration::from_secs(10);
