@@ -323,6 +323,7 @@ mod tests {
         assert_eq!(ids.len(), 2);
         assert_eq!(ids[0], ids[1]);
         assert_ne!(ids[0], "a1");
-        assert_eq!(next.messages[4].text_content(), "out");
+        let result = next.messages[4].tool_results().next().unwrap();
+        assert_eq!(result.joined_text(), "out");
     }
 }
