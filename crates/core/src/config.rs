@@ -32,6 +32,9 @@ pub struct CascadeConfig {
     /// first recovery target (0.75, `recovery_targets[0]`), each time rewriting the prefix.
     /// The recovery after an overflow keeps `recovery_targets`.
     pub preemptive_target: f64,
+    /// Above this share of E (below `preemptive_ratio`), ④'s summaries for the next
+    /// request may be prepared ahead, between turns (`ContextManager::summarize_ahead`).
+    pub background_summary_ratio: f64,
     /// ① cuts at the last newline when it lies past this share of the cut budget.
     pub newline_cut_ratio: f64,
     /// ③ keeps at most this many recent messages (and at most a third of the history).
@@ -77,6 +80,7 @@ impl Default for CascadeConfig {
             compact_short_of_watermark: false,
             preemptive_ratio: 0.90,
             preemptive_target: 0.60,
+            background_summary_ratio: 0.80,
             newline_cut_ratio: 0.70,
             recent_messages: 6,
             chunk_threshold_chars: 50_000,

@@ -77,6 +77,16 @@ impl ContextManager {
         self
     }
 
+    /// A manager like this one (configuration, catalog, calibration as it is now) with
+    /// another summarizer: to run the cascade on a forecast without touching this one.
+    pub(crate) fn shadow(&self, summarizer: Arc<dyn Summarizer>) -> ContextManager {
+        let shadow = ContextManager::new(self.config.clone())
+            .with_catalog(self.catalog.clone())
+            .with_summarizer(summarizer);
+        shadow.restore_calibration(self.calibration());
+        shadow
+    }
+
     /// The configuration in force.
     pub fn config(&self) -> &CascadeConfig {
         &self.config

@@ -77,6 +77,7 @@ pub mod replay;
 pub mod summarizer;
 pub mod tool_names;
 
+mod ahead;
 mod calibrate;
 mod compact_tools;
 mod config;
@@ -108,6 +109,7 @@ use std::pin::Pin;
 /// [`Llm`] return).
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
+pub use ahead::{PreparedSummaries, PreparedSummary};
 pub use calibrate::{Calibration, Scale};
 pub use config::{Budget, CascadeConfig};
 pub use conversation::{

@@ -138,6 +138,8 @@ async fn a_good_nine_section_answer_is_accepted_from_both_providers() {
         let body = &requests[0].body;
         assert_eq!(body["model"], "summary-model");
         assert_eq!(body["max_tokens"], 800);
+        // Deterministic summaries: a prepared one and a synchronous one agree.
+        assert_eq!(body["temperature"], 0);
         let text = prompt_text(body);
         for index in 0..9 {
             assert!(text.contains(&section_heading(index)), "heading {index}");

@@ -16,6 +16,9 @@
 //! sticky_prefix = true           # re-apply earlier compaction to a conversation's known prefix
 //! compact_short_of_watermark = false # default; true: SPEC's ②, which compacts even short of 0.6·E
 //! preemptive_target = 0.6        # ③ before a call cuts to this share of E (SPEC: 0.75)
+//! background_summaries = true    # prepare ④'s LLM summary ahead, past 0.8·E (LLM summarizer only)
+//! background_jobs = 4            # background summaries running at once, at most
+//! background_summary_ratio = 0.8 # the pre-threshold, a share of E below the preemptive 0.9
 //! calibration_prior_tokens = 32000   # size-weighted calibration; 0 (default) is SPEC's EMA
 //! summarizer = "offline"         # or an OpenAI/Anthropic-compatible base URL
 //! summarizer_model = "gpt-4o-mini"
@@ -114,6 +117,12 @@ pub struct ProxyConfig {
     /// Re-apply the previous request's compaction to the known prefix of a conversation
     /// (prompt-cache stability). On by default; off runs the cascade afresh every time.
     pub sticky_prefix: bool,
+    /// Prepare ④'s summaries in the background once a conversation is past
+    /// `background_summary_ratio`·E, so that the compaction turn does not wait for them.
+    /// On by default; it only acts with an LLM summarizer (offline summaries take no time).
+    pub background_summaries: bool,
+    /// Background summary jobs running at once, at most (at least 1).
+    pub background_jobs: usize,
     /// `[[model]]` tables: read by [`Catalog::with_overrides_toml`] from the same text, only
     /// accepted here.
     #[serde(rename = "model")]
@@ -152,6 +161,8 @@ impl Default for ProxyConfig {
             state_max_bytes: DEFAULT_STATE_MAX_BYTES,
             discover: true,
             sticky_prefix: true,
+            background_summaries: true,
+            background_jobs: crate::background::DEFAULT_BACKGROUND_JOBS,
             model_tables: IgnoredAny,
             summarizer: SummarizerSpec::Offline,
             cascade: CascadeConfig::default(),
@@ -305,6 +316,16 @@ impl<'de> Visitor<'de> for CascadeKeys {
                         )));
                     }
                     config.preemptive_target = share;
+                }
+                "background_summary_ratio" => {
+                    let ratio: f64 = map.next_value()?;
+                    if !(ratio > 0.0 && ratio <= config.preemptive_ratio) {
+                        return Err(de::Error::custom(format!(
+                            "background_summary_ratio = {ratio}: expected a share of the window above 0 and at most the preemptive {}",
+                            config.preemptive_ratio
+                        )));
+                    }
+                    config.background_summary_ratio = ratio;
                 }
                 "calibration_prior_tokens" => {
                     let tokens: f64 = map.next_value()?;

@@ -18,6 +18,7 @@ use context_cascade::{CallError, ContextManager};
 use context_cascade::{Conversation, Format};
 use serde_json::Value;
 
+use crate::background::{self, Background};
 use crate::body::read_request_body;
 use crate::config::ProxyConfig;
 use crate::cut::complete_events;
@@ -61,6 +62,8 @@ pub struct AppState {
     /// Model names that may be metric labels and calibration rows.
     pub(crate) labels: ModelLabels,
     pub(crate) limits: Limits,
+    /// `None` when background summaries are off (or the summarizer is offline).
+    background: Option<Arc<Background>>,
 }
 
 impl AppState {
@@ -88,7 +91,12 @@ impl AppState {
             );
         }
         let inner = summarizer(&config.summarizer)?;
-        let cached = CachingSummarizer::new(inner, store.clone(), metrics.clone());
+        let cached: Arc<dyn Summarizer> = Arc::new(CachingSummarizer::new(
+            inner,
+            store.clone(),
+            metrics.clone(),
+        ));
+        let background = background::for_config(&config, &cached);
         let upstream = config.upstream_base().to_owned();
         let restored = store.calibration()?;
         let labels = ModelLabels::new(
@@ -97,7 +105,7 @@ impl AppState {
         );
         let manager = ContextManager::new(config.cascade)
             .with_catalog(config.catalog)
-            .with_summarizer(Arc::new(cached));
+            .with_summarizer(cached);
         let mut calibration = Calibration::new();
         for (model, scale) in restored {
             calibration.set(&model, scale);
@@ -123,6 +131,7 @@ impl AppState {
             tenancy,
             labels,
             limits,
+            background,
         }))
     }
 
@@ -134,6 +143,11 @@ impl AppState {
     /// The engine (calibration, configuration).
     pub fn manager(&self) -> &ContextManager {
         &self.manager
+    }
+
+    /// The background summary jobs, when they are on.
+    pub fn background(&self) -> Option<&Arc<Background>> {
+        self.background.as_ref()
     }
 
     /// Persists the calibration of `model` after an observation (only for a model name
@@ -341,7 +355,10 @@ pub(crate) async fn cascade(state: &Arc<AppState>, format: Format, request: Requ
     let call = Watched::new(call, format);
     // The summary cache below the engine sees the tenant through the task.
     let result = TENANT
-        .scope(tenant, state.manager.call(&call, &mut conversation, budget))
+        .scope(
+            tenant.clone(),
+            state.manager.call(&call, &mut conversation, budget),
+        )
         .await;
     if let Some(learned) = call.learned() {
         if state.windows.learn(&model, learned)
@@ -360,6 +377,7 @@ pub(crate) async fn cascade(state: &Arc<AppState>, format: Format, request: Requ
                 sticky.record(&key, &mut hashes, &conversation, changed, bytes.clone());
             }
             state.save_scale(&model);
+            background::after_answer(state, &key, &tenant, &conversation, budget, &report);
             let mut response = success(state, called.output, &conversation, model);
             add_report_header(&mut response, &report);
             response

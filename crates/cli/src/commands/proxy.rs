@@ -27,6 +27,10 @@ pub(crate) struct ProxyArgs {
     /// SQLite file for the summary cache, calibration, memory and sticky prefixes.
     #[arg(long, value_name = "PATH")]
     pub(crate) db: Option<PathBuf>,
+    /// Never prepare LLM summaries in the background (`background_summaries = false`): the
+    /// turn that needs ④ then waits for its summary.
+    #[arg(long)]
+    pub(crate) no_background_summaries: bool,
     /// Overrides the config file's `summarizer`, `summarizer_model`, `summarizer_protocol`.
     #[command(flatten)]
     pub(crate) summarizer: SummarizerArgs,
@@ -85,6 +89,9 @@ fn configure(args: &ProxyArgs) -> Result<ProxyConfig, CliError> {
     }
     if let Some(db) = &args.db {
         config.db_path = db.clone();
+    }
+    if args.no_background_summaries {
+        config.background_summaries = false;
     }
     if let Some(summarizer) = args.summarizer.spec() {
         config.summarizer = summarizer;

@@ -105,6 +105,9 @@ impl Inner {
         let system = system_prompt();
         let user = user_prompt(request, &self.policy.limits);
         let max_tokens = request.max_tokens().max(1);
+        // Temperature 0: the same request gives (as far as the provider allows) the same
+        // summary, so that one prepared ahead in the background and the one a synchronous
+        // run would write agree, and a cached summary stands for a fresh one.
         match self.client.provider() {
             Provider::OpenAi => json!({
                 "model": model,
@@ -113,10 +116,12 @@ impl Inner {
                     {"role": "user", "content": user},
                 ],
                 "max_tokens": max_tokens,
+                "temperature": 0,
             }),
             Provider::Anthropic => json!({
                 "model": model,
                 "max_tokens": max_tokens,
+                "temperature": 0,
                 "system": system,
                 "messages": [{"role": "user", "content": user}],
             }),

@@ -1,0 +1,171 @@
+//! Summaries prepared ahead (`ContextManager::summarize_ahead` and `PreparedSummaries`):
+//! what is prepared between turns is exactly what the synchronous ④ asks for when the
+//! next request comes as forecast (no summarizer call then, the same bytes out), and a
+//! history that went another way falls back to the real summarizer.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure is a test failure
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use context_cascade::format::{self, WriteOptions};
+use context_cascade::summarizer::{Summarizer, SummaryError, SummaryRequest};
+use context_cascade::{
+    BoxFuture, Budget, CascadeConfig, ContextManager, Conversation, OfflineSummarizer,
+    PreparedSummaries, Strategy,
+};
+use serde_json::{Value, json};
+
+const BUDGET: Budget = Budget {
+    window: 10_000,
+    reserve: 0,
+};
+
+/// The offline summarizer, counting its calls.
+#[derive(Default)]
+struct Counting {
+    calls: AtomicUsize,
+    offline: OfflineSummarizer,
+}
+
+impl Counting {
+    fn calls(&self) -> usize {
+        self.calls.load(Ordering::SeqCst)
+    }
+}
+
+impl Summarizer for Counting {
+    fn id(&self) -> String {
+        self.offline.id()
+    }
+
+    fn summarize<'a>(
+        &'a self,
+        request: &'a SummaryRequest,
+    ) -> BoxFuture<'a, Result<String, SummaryError>> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        self.offline.summarize(request)
+    }
+}
+
+/// Exchange `i`: a call of a tool ② may not compact and its result, the same size for
+/// every `i` (only digits change).
+fn exchange(i: usize) -> [Value; 2] {
+    let id = format!("call_{i:04}");
+    let output = format!("record {i:04}: status nominal, checksum {:08}\n", i * 7919).repeat(72);
+    [
+        json!({"role": "assistant", "content": null, "tool_calls": [{"id": id, "type": "function",
+            "function": {"name": "lookup", "arguments": format!("{{\"record\":{i:04}}}")}}]}),
+        json!({"role": "tool", "tool_call_id": id, "content": output}),
+    ]
+}
+
+/// A task whose first message takes most of the window (no strategy may remove it, so ③
+/// cannot get under its target and ④ is needed), then `exchanges` exchanges.
+fn session(exchanges: usize) -> Conversation {
+    let mut messages = vec![
+        json!({"role": "system", "content": "You are a careful agent."}),
+        json!({"role": "user", "content": "Audit these records. ".repeat(800)}),
+    ];
+    for i in 0..exchanges {
+        messages.extend(exchange(i));
+    }
+    let body = json!({"model": "gpt-4o", "messages": messages});
+    format::parse(body.to_string().as_bytes(), None).unwrap()
+}
+
+/// The largest session under the preemptive threshold, and the next one (one exchange
+/// more), which crosses it.
+fn before_and_after(manager: &ContextManager) -> (Conversation, Conversation) {
+    let threshold = BUDGET.share(manager.config().preemptive_ratio);
+    let mut k = 1;
+    while manager.estimate(&session(k + 1)) <= threshold {
+        k += 1;
+    }
+    (session(k), session(k + 1))
+}
+
+fn bytes(conversation: &Conversation) -> Vec<u8> {
+    format::to_vec(conversation, WriteOptions::default()).unwrap()
+}
+
+#[test]
+fn the_prepared_summary_is_what_the_synchronous_run_asks_for() {
+    let plain_inner = Arc::new(Counting::default());
+    let plain = ContextManager::new(CascadeConfig::default()).with_summarizer(plain_inner.clone());
+    let inner = Arc::new(Counting::default());
+    let prepared = Arc::new(PreparedSummaries::new(inner.clone()));
+    let manager = ContextManager::new(CascadeConfig::default()).with_summarizer(prepared.clone());
+    let (now, next) = before_and_after(&manager);
+    assert!(
+        manager.estimate(&now) > BUDGET.share(manager.config().background_summary_ratio),
+        "the test session must be past the pre-threshold"
+    );
+
+    let summary = pollster::block_on(manager.summarize_ahead(&now, BUDGET, prepared.inner()))
+        .unwrap()
+        .expect("a summary is prepared");
+    assert_eq!(inner.calls(), summary.len());
+    prepared.add(summary);
+    let calls_ahead = inner.calls();
+
+    // The next request, with the prepared summaries: no call at request time.
+    let mut with = next.clone();
+    let report = pollster::block_on(manager.prepare(&mut with, BUDGET));
+    assert!(
+        (report.steps.iter()).any(|s| s.strategy == Strategy::Summarize),
+        "④ ran: {}",
+        report.summary_line()
+    );
+    assert_eq!(
+        inner.calls(),
+        calls_ahead,
+        "no summarizer call at request time"
+    );
+    assert_eq!(prepared.served() as usize, calls_ahead);
+
+    // The same request without them: the same bytes, from a summarizer call.
+    let mut without = next.clone();
+    let plain_report = pollster::block_on(plain.prepare(&mut without, BUDGET));
+    assert!(plain_inner.calls() > 0);
+    assert_eq!(bytes(&with), bytes(&without));
+    assert_eq!(report.summary_line(), plain_report.summary_line());
+}
+
+#[test]
+fn a_history_that_went_another_way_falls_back_to_the_summarizer() {
+    let inner = Arc::new(Counting::default());
+    let prepared = Arc::new(PreparedSummaries::new(inner.clone()));
+    let manager = ContextManager::new(CascadeConfig::default()).with_summarizer(prepared.clone());
+    let plain = ContextManager::new(CascadeConfig::default());
+    let (now, next) = before_and_after(&manager);
+    let summary = pollster::block_on(manager.summarize_ahead(&now, BUDGET, prepared.inner()))
+        .unwrap()
+        .expect("a summary is prepared");
+    prepared.add(summary);
+    let calls_ahead = inner.calls();
+
+    // The client rewrote an early tool result (to one of the same size) that ④ removes
+    // (exchange 0 is the current turn's first answer, kept): not what was prepared.
+    let mut body: Value = serde_json::from_slice(&bytes(&next)).unwrap();
+    body["messages"][5]["content"] = body["messages"][7]["content"].clone();
+    let diverged = format::parse(body.to_string().as_bytes(), None).unwrap();
+    let mut with = diverged.clone();
+    pollster::block_on(manager.prepare(&mut with, BUDGET));
+    assert!(inner.calls() > calls_ahead, "the real summarizer was asked");
+    assert_eq!(prepared.served(), 0);
+    let mut without = diverged;
+    pollster::block_on(plain.prepare(&mut without, BUDGET));
+    assert_eq!(bytes(&with), bytes(&without));
+}
+
+#[test]
+fn nothing_is_prepared_below_the_pre_threshold() {
+    let manager = ContextManager::new(CascadeConfig::default());
+    let inner = Arc::new(Counting::default());
+    let small = session(1);
+    assert!(manager.estimate(&small) <= BUDGET.share(0.8));
+    let ahead = pollster::block_on(manager.summarize_ahead(&small, BUDGET, inner.clone()));
+    assert_eq!(ahead, Ok(None));
+    assert_eq!(inner.calls(), 0);
+}
