@@ -5,6 +5,7 @@
 //! upstream = "http://127.0.0.1:8080"
 //! window = 32000                 # forces every model's window (like --window)
 //! db = "/var/lib/cascade.db"     # SQLite file (":memory:" keeps nothing)
+//! state = "redis://127.0.0.1:6379/0"  # replicas share their state in Redis (default: SQLite)
 //! max_request_bytes = 33554432
 //! upstream_timeout_secs = 600
 //! header_read_timeout_secs = 30  # a client must send its request head within this
@@ -113,6 +114,10 @@ pub struct ProxyConfig {
     /// Re-apply the previous request's compaction to the known prefix of a conversation
     /// (prompt-cache stability). On by default; off runs the cascade afresh every time.
     pub sticky_prefix: bool,
+    /// `redis://HOST:PORT[/DB]`: keep the state in Redis, shared by replicas (`--state`);
+    /// `None` keeps it in the SQLite file `db` (which then only holds the tenancy secret
+    /// beside it: replicas must share that secret file).
+    pub state: Option<String>,
     /// `[[model]]` tables: read by [`Catalog::with_overrides_toml`] from the same text, only
     /// accepted here.
     #[serde(rename = "model")]
@@ -150,6 +155,7 @@ impl Default for ProxyConfig {
             state_max_bytes: DEFAULT_STATE_MAX_BYTES,
             discover: true,
             sticky_prefix: true,
+            state: None,
             model_tables: IgnoredAny,
             summarizer: SummarizerSpec::Offline,
             cascade: CascadeConfig::default(),
@@ -202,6 +208,13 @@ impl ProxyConfig {
             return Err(ProxyError::Config(
                 "max_request_bytes must be positive".into(),
             ));
+        }
+        if let Some(url) = &self.state
+            && !crate::store::is_redis_url(url)
+        {
+            return Err(ProxyError::Config(format!(
+                "state = {url:?}: expected redis://HOST:PORT[/DB]"
+            )));
         }
         if self.max_connections == 0 {
             return Err(ProxyError::Config(

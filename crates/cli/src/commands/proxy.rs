@@ -27,6 +27,9 @@ pub(crate) struct ProxyArgs {
     /// SQLite file for the summary cache, calibration, memory and sticky prefixes.
     #[arg(long, value_name = "PATH")]
     pub(crate) db: Option<PathBuf>,
+    /// Keep the state in Redis, shared by replicas (`redis://HOST:PORT[/DB]`); default SQLite.
+    #[arg(long, value_name = "URL")]
+    pub(crate) state: Option<String>,
     /// Overrides the config file's `summarizer`, `summarizer_model`, `summarizer_protocol`.
     #[command(flatten)]
     pub(crate) summarizer: SummarizerArgs,
@@ -85,6 +88,9 @@ fn configure(args: &ProxyArgs) -> Result<ProxyConfig, CliError> {
     }
     if let Some(db) = &args.db {
         config.db_path = db.clone();
+    }
+    if let Some(state) = &args.state {
+        config.state = Some(state.clone());
     }
     if let Some(summarizer) = args.summarizer.spec() {
         config.summarizer = summarizer;
