@@ -5,6 +5,7 @@
 //! upstream = "http://127.0.0.1:8080"
 //! window = 32000                 # forces every model's window (like --window)
 //! db = "/var/lib/cascade.db"     # SQLite file (":memory:" keeps nothing)
+//! state = "redis://127.0.0.1:6379/0"  # replicas share their state in Redis (default: SQLite)
 //! max_request_bytes = 33554432
 //! upstream_timeout_secs = 600
 //! header_read_timeout_secs = 30  # a client must send its request head within this
@@ -123,6 +124,10 @@ pub struct ProxyConfig {
     pub background_summaries: bool,
     /// Background summary jobs running at once, at most (at least 1).
     pub background_jobs: usize,
+    /// `redis://HOST:PORT[/DB]`: keep the state in Redis, shared by replicas (`--state`);
+    /// `None` keeps it in the SQLite file `db` (which then only holds the tenancy secret
+    /// beside it: replicas must share that secret file).
+    pub state: Option<String>,
     /// `[[model]]` tables: read by [`Catalog::with_overrides_toml`] from the same text, only
     /// accepted here.
     #[serde(rename = "model")]
@@ -163,6 +168,7 @@ impl Default for ProxyConfig {
             sticky_prefix: true,
             background_summaries: true,
             background_jobs: crate::background::DEFAULT_BACKGROUND_JOBS,
+            state: None,
             model_tables: IgnoredAny,
             summarizer: SummarizerSpec::Offline,
             cascade: CascadeConfig::default(),
@@ -215,6 +221,13 @@ impl ProxyConfig {
             return Err(ProxyError::Config(
                 "max_request_bytes must be positive".into(),
             ));
+        }
+        if let Some(url) = &self.state
+            && !crate::store::is_redis_url(url)
+        {
+            return Err(ProxyError::Config(format!(
+                "state = {url:?}: expected redis://HOST:PORT[/DB]"
+            )));
         }
         if self.max_connections == 0 {
             return Err(ProxyError::Config(

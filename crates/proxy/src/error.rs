@@ -14,6 +14,9 @@ pub enum ProxyError {
     /// The SQLite store could not be opened or used.
     #[error("store error: {0}")]
     Store(#[from] rusqlite::Error),
+    /// The state store (SQLite or Redis) failed.
+    #[error("state store error: {0}")]
+    State(#[from] crate::store::StoreError),
     /// A file or socket operation failed.
     #[error("I/O error: {0}")]
     Io(#[from] std::io::Error),

@@ -11,8 +11,9 @@
 //!   provider holds (`previous_response_id`, `conversation`) is forwarded untouched.
 //! - Every other path and method is forwarded untouched.
 //! - `GET /metrics` (Prometheus text) and `GET /healthz`.
-//! - SQLite: a summary cache, the token calibration per model, remembered facts per
-//!   conversation, and the sticky prefix that keeps the provider's prompt cache hitting.
+//! - SQLite (or Redis, shared by replicas: `--state redis://...`): a summary cache, the
+//!   token calibration per model, remembered facts per conversation, and the sticky prefix
+//!   that keeps the provider's prompt cache hitting.
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), cascade_proxy::ProxyError> {
@@ -38,6 +39,7 @@ pub mod memory;
 pub mod metrics;
 pub mod responses;
 pub mod server;
+pub mod shared;
 pub mod stability;
 pub mod store;
 pub mod stream;

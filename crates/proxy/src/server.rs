@@ -30,7 +30,7 @@ use crate::memory;
 use crate::metrics::{CallOutcome, Metrics, Snapshot};
 use crate::responses::{self, ResponsesCounters, Watched};
 use crate::stability::{Edit, LazyHashes, Sticky, hash_at};
-use crate::store::{Retention, Store};
+use crate::store::{self, StateStore};
 use crate::stream::scan_usage;
 use crate::summary_cache::CachingSummarizer;
 use crate::tenancy::{TENANT, Tenancy};
@@ -51,10 +51,11 @@ pub struct AppState {
     pub(crate) upstream_timeout: std::time::Duration,
     /// `None` when `sticky_prefix` is off.
     sticky: Option<Sticky>,
-    windows: Windows,
+    pub(crate) windows: Windows,
     manager: ContextManager,
     pub(crate) client: reqwest::Client,
-    store: Arc<Store>,
+    /// SQLite, or Redis shared with other replicas (see [`crate::store`]).
+    pub(crate) store: Arc<dyn StateStore>,
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) responses: ResponsesCounters,
     /// Whose state a request may see (keyed hashes of credentials).
@@ -71,17 +72,14 @@ impl AppState {
     pub fn new(config: ProxyConfig) -> Result<Arc<AppState>, ProxyError> {
         config.validate()?;
         config.validate_upstream()?;
-        let retention = Retention {
-            ttl: config.state_ttl,
-            max_bytes: config.state_max_bytes,
-        };
-        let store = Arc::new(Store::open(&config.db_path, retention)?);
+        let opened = store::open(&config)?;
+        let store = opened.store;
         let tenancy = Tenancy::open(&config.db_path)?;
         let limits = Limits::from_config(&config);
         let metrics = Arc::new(Metrics::default());
         let windows = Windows::new(&config);
         // Limits learned from overflow errors before a restart still hold.
-        for (model, limit, counts_reserve) in store.learned_windows()? {
+        for (model, limit, counts_reserve) in opened.windows {
             windows.learn(
                 &model,
                 Learned {
@@ -98,7 +96,7 @@ impl AppState {
         ));
         let background = background::for_config(&config, &cached);
         let upstream = config.upstream_base().to_owned();
-        let restored = store.calibration()?;
+        let restored = opened.calibration;
         let labels = ModelLabels::new(
             config.catalog.clone(),
             restored.iter().map(|(m, _)| m.clone()),
@@ -117,7 +115,7 @@ impl AppState {
             .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|e| ProxyError::Client(e.to_string()))?;
-        Ok(Arc::new(AppState {
+        let state = Arc::new(AppState {
             upstream,
             max_request_bytes: config.max_request_bytes,
             upstream_timeout: config.upstream_timeout,
@@ -132,7 +130,12 @@ impl AppState {
             labels,
             limits,
             background,
-        }))
+        });
+        if state.store.shared() {
+            // Calibration and learned windows other replicas persist reach this one.
+            tokio::spawn(crate::shared::follow(Arc::downgrade(&state)));
+        }
+        Ok(state)
     }
 
     /// The counters as they are now.
@@ -152,12 +155,12 @@ impl AppState {
 
     /// Persists the calibration of `model` after an observation (only for a model name
     /// something other than the client vouched for: see [`ModelLabels`]).
-    fn save_scale(&self, model: &str) {
+    async fn save_scale(&self, model: &str) {
         if !self.labels.is_known(model) {
             return;
         }
         if let Some(scale) = self.manager.calibration().get(model)
-            && let Err(e) = self.store.save_scale(model, scale)
+            && let Err(e) = self.store.save_scale(model, scale).await
         {
             tracing::warn!(error = %e, "could not persist the calibration");
         }
@@ -218,6 +221,7 @@ pub async fn serve_state(
 /// `ok`, or `degraded` with the reason while the store fails (requests are still served,
 /// without the state the store keeps).
 async fn health(State(state): State<Arc<AppState>>) -> String {
+    state.store.check().await;
     match state.store.failure() {
         None => "ok\n".to_owned(),
         Some(reason) => format!("degraded: the state store is unavailable ({reason})\n"),
@@ -311,7 +315,7 @@ pub(crate) async fn cascade(state: &Arc<AppState>, format: Format, request: Requ
         &tenant,
         &memory::conversation_key(&parts.headers, &body, format),
     );
-    let injection = remember(state, &key, &mut body, format);
+    let injection = remember(state, &key, &mut body, format).await;
     let mut hashes = lazy_hashes(&bytes, &body, format, injection);
     let mut conversation = match parse_value(body, Some(format)) {
         Ok(conversation) => conversation,
@@ -323,8 +327,10 @@ pub(crate) async fn cascade(state: &Arc<AppState>, format: Format, request: Requ
             return error_response(format, ErrorKind::InvalidRequest, &message);
         }
     };
-    let stitched = (state.sticky.as_ref())
-        .and_then(|sticky| sticky.stitch(&key, &mut hashes, &mut conversation));
+    let stitched = match &state.sticky {
+        Some(sticky) => sticky.stitch(&key, &mut hashes, &mut conversation).await,
+        None => None,
+    };
     if stitched.is_some() {
         state.metrics.prefix_reused();
     }
@@ -353,6 +359,7 @@ pub(crate) async fn cascade(state: &Arc<AppState>, format: Format, request: Requ
         timeout: state.upstream_timeout,
     };
     let call = Watched::new(call, format);
+    crate::shared::before_call(state).await;
     // The summary cache below the engine sees the tenant through the task.
     let result = TENANT
         .scope(
@@ -362,8 +369,9 @@ pub(crate) async fn cascade(state: &Arc<AppState>, format: Format, request: Requ
         .await;
     if let Some(learned) = call.learned() {
         if state.windows.learn(&model, learned)
-            && let Err(e) =
-                (state.store).save_learned_window(&model, learned.limit, learned.counts_reserve)
+            && let Err(e) = (state.store)
+                .save_learned_window(&model, learned.limit, learned.counts_reserve)
+                .await
         {
             tracing::warn!(model, error = %e, "could not persist a learned window");
         }
@@ -374,9 +382,9 @@ pub(crate) async fn cascade(state: &Arc<AppState>, format: Format, request: Requ
             state.metrics.report(&report, CallOutcome::Answered);
             if let Some(sticky) = &state.sticky {
                 let changed = stitched.is_some() || !report.steps.is_empty();
-                sticky.record(&key, &mut hashes, &conversation, changed, bytes.clone());
+                (sticky.record(&key, &mut hashes, &conversation, changed, bytes.clone())).await;
             }
-            state.save_scale(&model);
+            state.save_scale(&model).await;
             background::after_answer(state, &key, &tenant, &conversation, budget, &report);
             let mut response = success(state, called.output, &conversation, model);
             add_report_header(&mut response, &report);
@@ -384,7 +392,7 @@ pub(crate) async fn cascade(state: &Arc<AppState>, format: Format, request: Requ
         }
         Err(CallError::Exhausted { report }) => {
             state.metrics.report(&report, CallOutcome::Exhausted);
-            state.save_scale(&model);
+            state.save_scale(&model).await;
             let steps = report.summary_line();
             let message = format!(
                 "context-cascade: the conversation still exceeds the model's context window after {} call(s) \
@@ -450,7 +458,7 @@ fn lazy_hashes<'a>(
 }
 
 /// Stores new remember requests and puts back the facts the request no longer carries.
-fn remember(
+async fn remember(
     state: &AppState,
     key: &str,
     body: &mut Value,
@@ -458,13 +466,17 @@ fn remember(
 ) -> Option<memory::Injection> {
     let mut stored = 0;
     for text in memory::remember_requests(body, &state.manager.config().remember) {
-        match state.store.add_fact(key, &memory::fact_hash(&text), &text) {
+        match state
+            .store
+            .add_fact(key, &memory::fact_hash(&text), &text)
+            .await
+        {
             Ok(true) => stored += 1,
             Ok(false) => {}
             Err(e) => tracing::warn!(error = %e, "could not store a remembered fact"),
         }
     }
-    let facts = match state.store.facts(key) {
+    let facts = match state.store.facts(key).await {
         Ok(facts) => facts,
         Err(e) => {
             tracing::warn!(error = %e, "memory store unavailable");
@@ -473,7 +485,7 @@ fn remember(
     };
     let missing = memory::missing_facts(body, &facts);
     if !missing.is_empty()
-        && let Err(e) = state.store.touch_facts(key)
+        && let Err(e) = state.store.touch_facts(key).await
     {
         tracing::warn!(error = %e, "could not mark remembered facts as used");
     }
@@ -510,7 +522,9 @@ fn success(
             let events = complete_events(sent.format, upstream.bytes_stream(), idle);
             let body = scan_usage(provider, events, move |tokens| {
                 observer.manager.observe(&model, prior, tokens);
-                observer.save_scale(&model);
+                // The stream's callback is synchronous: the write goes on its own task.
+                let (observer, model) = (observer.clone(), model.clone());
+                tokio::spawn(async move { observer.save_scale(&model).await });
             });
             let mut response = Response::new(Body::from_stream(body));
             *response.status_mut() = status;

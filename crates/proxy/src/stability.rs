@@ -14,6 +14,12 @@
 //! original messages are what went upstream, and nothing needs re-applying. In memory an
 //! entry holds the messages sent; on disk only the decisions ([`crate::decisions`]):
 //! references to the client's messages and the messages the cascade wrote.
+//!
+//! With a shared store (Redis, several replicas) another replica may have answered the
+//! conversation's last request: the store is then the truth and the in-memory entry only
+//! saves decoding when the store agrees with it (or stands in while the store is down), and
+//! a replica's write lands before it answers, so that the next request finds it wherever it
+//! goes.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -26,7 +32,7 @@ use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
 
 use crate::decisions::{self, Origin};
-use crate::store::{Store, StoredSession};
+use crate::store::{StateStore, StoredSession};
 
 /// How many conversations are kept in memory (the store keeps them all).
 const MEMORY_CAPACITY: usize = 256;
@@ -76,7 +82,7 @@ struct Entry {
 /// The sticky prefixes of every conversation.
 pub struct Sticky {
     entries: Mutex<(HashMap<String, Entry>, u64)>,
-    store: Arc<Store>,
+    store: Arc<dyn StateStore>,
 }
 
 /// The hash of one message written as JSON.
@@ -214,29 +220,36 @@ impl<'a> LazyHashes<'a> {
 
 impl Sticky {
     /// Sticky prefixes backed by `store`.
-    pub fn new(store: Arc<Store>) -> Self {
+    pub fn new(store: Arc<dyn StateStore>) -> Self {
         Sticky {
             entries: Mutex::new((HashMap::new(), 0)),
             store,
         }
     }
 
-    fn lookup(&self, key: &str) -> Option<Found> {
-        {
+    async fn lookup(&self, key: &str) -> Option<Found> {
+        let shared = self.store.shared();
+        let memory = {
             let mut guard = self.entries.lock().unwrap_or_else(|p| p.into_inner());
             let (map, clock) = &mut *guard;
             *clock += 1;
             let now = *clock;
-            if let Some(entry) = map.get_mut(key) {
+            map.get_mut(key).map(|entry| {
                 entry.last_used = now;
-                return Some(Found::Memory(entry.clone()));
-            }
+                entry.clone()
+            })
+        };
+        if let Some(entry) = memory.clone()
+            && !shared
+        {
+            return Some(Found::Memory(entry));
         }
-        let stored = match self.store.session(key) {
+        let stored = match self.store.session(key).await {
             Ok(stored) => stored?,
             Err(e) => {
                 tracing::warn!(error = %e, "sticky prefix store unavailable");
-                return None;
+                // A shared store that is down: this replica's own memory is all there is.
+                return memory.map(Found::Memory);
             }
         };
         let format = match stored.format.as_str() {
@@ -249,6 +262,13 @@ impl Sticky {
             .iter()
             .map(|h| hex::decode(h).ok()?.try_into().ok())
             .collect::<Option<Vec<MessageHash>>>()?;
+        if let Some(entry) = memory
+            && entry.format == format
+            && entry.originals == originals
+        {
+            // What this replica sent last is still the conversation's last request.
+            return Some(Found::Memory(entry));
+        }
         Some(Found::Disk(Stored {
             format,
             originals,
@@ -258,13 +278,13 @@ impl Sticky {
 
     /// Replaces the known prefix of `conversation` (whose messages hash to `hashes`) with
     /// what was sent for it last time. Returns how many original messages were replaced.
-    pub fn stitch(
+    pub async fn stitch(
         &self,
         key: &str,
         hashes: &mut LazyHashes<'_>,
         conversation: &mut Conversation,
     ) -> Option<usize> {
-        let found = self.lookup(key)?;
+        let found = self.lookup(key).await?;
         let hashes = hashes.get()?;
         if hashes.len() != conversation.messages.len() {
             return None;
@@ -312,7 +332,7 @@ impl Sticky {
     /// differs from the originals (a strategy applied now, or an earlier prefix was reused);
     /// when it does not, the conversation is forgotten: there is nothing to re-apply.
     /// `request` is the client's body, which the stored decisions refer to.
-    pub fn record(
+    pub async fn record(
         &self,
         key: &str,
         hashes: &mut LazyHashes<'_>,
@@ -328,15 +348,51 @@ impl Sticky {
         } else {
             None
         };
+        let shared = self.store.shared();
+        let entry = match self.update_memory(key, originals, sent) {
+            Ok(entry) => entry,
+            // Shared: another replica may have stored the conversation.
+            Err(had) if had || shared => {
+                let store = self.store.clone();
+                let key = key.to_owned();
+                let delete = async move {
+                    if let Err(e) = store.delete_session(&key).await {
+                        tracing::warn!(error = %e, "could not forget a sticky prefix");
+                    }
+                };
+                return write(shared, delete).await;
+            }
+            Err(_) => return,
+        };
+        // Encoded off the request's task: a long history is megabytes of JSON.
+        let store = self.store.clone();
+        let key = key.to_owned();
+        let edit = hashes.edit();
+        let save = async move {
+            let encode = move || encode(entry, &request, edit);
+            let Ok(Some(session)) = tokio::task::spawn_blocking(encode).await else {
+                return;
+            };
+            if let Err(e) = store.save_session(&key, &session).await {
+                tracing::warn!(error = %e, "could not persist a sticky prefix");
+            }
+        };
+        write(shared, save).await;
+    }
+
+    /// Keeps what was sent for a conversation in memory (`originals` is `None` when nothing
+    /// changed: the conversation is forgotten). Returns the entry kept, or whether memory
+    /// had the conversation it forgot.
+    fn update_memory(
+        &self,
+        key: &str,
+        originals: Option<Vec<MessageHash>>,
+        sent: &Conversation,
+    ) -> Result<Entry, bool> {
         let mut guard = self.entries.lock().unwrap_or_else(|p| p.into_inner());
         let (map, clock) = &mut *guard;
         let Some(originals) = originals else {
-            if map.remove(key).is_some() {
-                let store = self.store.clone();
-                let key = key.to_owned();
-                tokio::task::spawn_blocking(move || store.delete_session(&key));
-            }
-            return;
+            return Err(map.remove(key).is_some());
         };
         *clock += 1;
         let entry = Entry {
@@ -350,12 +406,20 @@ impl Sticky {
             last_used: *clock,
         };
         insert(map, key, entry.clone());
-        drop(guard);
-        // Written off the request path: a long history is megabytes of JSON.
-        let store = self.store.clone();
-        let key = key.to_owned();
-        let edit = hashes.edit();
-        tokio::task::spawn_blocking(move || persist(&store, &key, entry, &request, edit));
+        Ok(entry)
+    }
+}
+
+/// Runs a store write: awaited for a shared store (the next request may reach another
+/// replica at once, and must find it), else in the background, the SQLite statement on the
+/// blocking pool as always (its future is ready on the first poll).
+async fn write(shared: bool, write: impl std::future::Future<Output = ()> + Send + 'static) {
+    if shared {
+        write.await;
+    } else {
+        tokio::spawn(async move {
+            let _ = tokio::task::spawn_blocking(move || futures::executor::block_on(write)).await;
+        });
     }
 }
 
@@ -373,12 +437,10 @@ fn insert(map: &mut HashMap<String, Entry>, key: &str, entry: Entry) {
     map.insert(key.to_owned(), entry);
 }
 
-/// Writes a conversation's decisions: the messages sent, as references to the client's
-/// messages (`request`, with the memory `edit` applied) where they are the same.
-fn persist(store: &Store, key: &str, entry: Entry, request: &[u8], edit: Option<Edit>) {
-    let Ok(client) = parse(request, Some(entry.format)) else {
-        return;
-    };
+/// A conversation's decisions: the messages sent, as references to the client's messages
+/// (`request`, with the memory `edit` applied) where they are the same.
+fn encode(entry: Entry, request: &[u8], edit: Option<Edit>) -> Option<StoredSession> {
+    let client = parse(request, Some(entry.format)).ok()?;
     // The client's message i sits at this index of the request the cascade saw.
     let index = |i: usize| match edit {
         Some(e) if e.inserted && i >= e.index => Some(i + 1),
@@ -392,22 +454,17 @@ fn persist(store: &Store, key: &str, entry: Entry, request: &[u8], edit: Option<
         let all = vec![Origin::Written; sent.len()];
         decisions::encode(entry.format, sent, &all)
     });
-    let Some(decisions) = encoded else {
-        return;
-    };
-    let session = StoredSession {
+    Some(StoredSession {
         format: entry.format.as_str().to_owned(),
         originals: entry.originals.iter().map(hex::encode).collect(),
-        decisions,
-    };
-    if let Err(e) = store.save_session(key, &session) {
-        tracing::warn!(error = %e, "could not persist a sticky prefix");
-    }
+        decisions: encoded?,
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::SqliteStore;
     use context_cascade::Message;
     use context_cascade::format::parse_value;
     use serde_json::json;
@@ -431,23 +488,16 @@ mod tests {
 
     #[tokio::test]
     async fn known_prefix_is_replaced_and_new_messages_appended() {
-        let store = Arc::new(
-            Store::open(Path::new(crate::config::IN_MEMORY_DB), Default::default()).unwrap(),
-        );
-        let sticky = Sticky::new(store);
+        let store = SqliteStore::open(Path::new(crate::config::IN_MEMORY_DB), Default::default());
+        let sticky = Sticky::new(Arc::new(store.unwrap()));
         let first = json!({"model": "m", "messages": [
             {"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]});
         let first_bytes = serde_json::to_vec(&first).unwrap();
         let mut sent = parse_value(first.clone(), Some(Format::OpenAi)).unwrap();
         sent.messages[1] = Message::text(context_cascade::Role::Assistant, "B (compacted)");
         let mut hashes = LazyHashes::new(&first_bytes, Format::OpenAi, None);
-        sticky.record(
-            "k",
-            &mut hashes,
-            &sent,
-            true,
-            Bytes::from(first_bytes.clone()),
-        );
+        let request = Bytes::from(first_bytes.clone());
+        sticky.record("k", &mut hashes, &sent, true, request).await;
 
         let second = json!({"model": "m", "messages": [
             {"role": "user", "content": "a"}, {"role": "assistant", "content": "b"},
@@ -455,7 +505,10 @@ mod tests {
         let second_bytes = serde_json::to_vec(&second).unwrap();
         let mut hashes = LazyHashes::new(&second_bytes, Format::OpenAi, None);
         let mut conversation = parse_value(second, Some(Format::OpenAi)).unwrap();
-        assert_eq!(sticky.stitch("k", &mut hashes, &mut conversation), Some(2));
+        assert_eq!(
+            sticky.stitch("k", &mut hashes, &mut conversation).await,
+            Some(2)
+        );
         assert_eq!(conversation.messages[1].text_content(), "B (compacted)");
         assert_eq!(conversation.messages[2].text_content(), "c");
 
@@ -464,9 +517,14 @@ mod tests {
         let other_bytes = serde_json::to_vec(&other).unwrap();
         let mut conversation = parse_value(other, Some(Format::OpenAi)).unwrap();
         let mut hashes = LazyHashes::new(&other_bytes, Format::OpenAi, None);
-        assert_eq!(sticky.stitch("k", &mut hashes, &mut conversation), None);
         assert_eq!(
-            sticky.stitch("unknown", &mut hashes, &mut conversation),
+            sticky.stitch("k", &mut hashes, &mut conversation).await,
+            None
+        );
+        assert_eq!(
+            sticky
+                .stitch("unknown", &mut hashes, &mut conversation)
+                .await,
             None
         );
         let mut none = LazyHashes::unavailable(&other_bytes, Format::OpenAi);

@@ -15,18 +15,23 @@ use context_cascade::{Conversation, Format};
 use sha2::{Digest, Sha256};
 
 use crate::metrics::Metrics;
-use crate::store::Store;
+use crate::store::StateStore;
 
-/// Caches another summarizer's answers in the SQLite store.
+/// Caches another summarizer's answers in the state store (SQLite, or Redis shared by
+/// replicas: a summary one replica paid for is one the others reuse).
 pub struct CachingSummarizer {
     inner: Arc<dyn Summarizer>,
-    store: Arc<Store>,
+    store: Arc<dyn StateStore>,
     metrics: Arc<Metrics>,
 }
 
 impl CachingSummarizer {
     /// Wraps `inner`; hits and misses are counted in `metrics`.
-    pub fn new(inner: Arc<dyn Summarizer>, store: Arc<Store>, metrics: Arc<Metrics>) -> Self {
+    pub fn new(
+        inner: Arc<dyn Summarizer>,
+        store: Arc<dyn StateStore>,
+        metrics: Arc<Metrics>,
+    ) -> Self {
         CachingSummarizer {
             inner,
             store,
@@ -69,7 +74,7 @@ impl Summarizer for CachingSummarizer {
         Box::pin(async move {
             let key = self.key(request);
             if let Some(key) = &key {
-                match self.store.summary(key) {
+                match self.store.summary(key).await {
                     Ok(Some((summary, made_for))) if made_for <= request.max_tokens() => {
                         self.metrics.summary_cache(true);
                         tracing::debug!("summary cache hit");
@@ -82,7 +87,9 @@ impl Summarizer for CachingSummarizer {
             self.metrics.summary_cache(false);
             let summary = self.inner.summarize(request).await?;
             if let Some(key) = &key
-                && let Err(e) = self.store.put_summary(key, request.max_tokens(), &summary)
+                && let Err(e) = (self.store)
+                    .put_summary(key, request.max_tokens(), &summary)
+                    .await
             {
                 tracing::warn!(error = %e, "could not cache a summary");
             }
@@ -116,9 +123,11 @@ mod tests {
 
     #[test]
     fn same_messages_hit_the_cache() {
-        let store = Arc::new(
-            Store::open(Path::new(crate::config::IN_MEMORY_DB), Default::default()).unwrap(),
+        let store = crate::store::SqliteStore::open(
+            Path::new(crate::config::IN_MEMORY_DB),
+            Default::default(),
         );
+        let store = Arc::new(store.unwrap());
         let metrics = Arc::new(Metrics::default());
         let inner = Arc::new(Counting(AtomicUsize::new(0)));
         let cache = CachingSummarizer::new(inner.clone(), store, metrics.clone());

@@ -172,7 +172,7 @@ async fn sticky_prefix_survives_a_restart() {
     config.db_path = path.clone();
     config.window = Some(8000);
     config.discover = false;
-    let store = cascade_proxy::store::Store::open(&path, Default::default()).unwrap();
+    let store = cascade_proxy::store::SqliteStore::open(&path, Default::default()).unwrap();
     for _ in 0..500 {
         if store.session_count().unwrap() > 0 {
             break;

@@ -9,7 +9,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use cascade_proxy::store::{Retention, Store};
+use cascade_proxy::store::{Retention, SqliteStore};
 use common::{LAST, Script, history, post, start};
 use serde_json::json;
 
@@ -75,7 +75,7 @@ fn entries_older_than_the_ttl_are_evicted() {
         ttl: Duration::from_secs(7 * 24 * 3600),
         max_bytes: 1 << 30,
     };
-    let store = Store::open(&root.join("c.db"), retention).unwrap();
+    let store = SqliteStore::open(&root.join("c.db"), retention).unwrap();
     store.put_summary("k", 100, "a summary").unwrap();
     store.add_fact("conv", "h", "a fact").unwrap();
     store.evict(now() + 24 * 3600).unwrap();
@@ -94,7 +94,7 @@ fn the_size_cap_evicts_the_oldest_entries() {
         ttl: Duration::from_secs(7 * 24 * 3600),
         max_bytes: 20_000,
     };
-    let store = Store::open(&root.join("c.db"), retention).unwrap();
+    let store = SqliteStore::open(&root.join("c.db"), retention).unwrap();
     let text = "s".repeat(1000);
     for i in 0..100 {
         store.put_summary(&format!("k{i}"), 100, &text).unwrap();

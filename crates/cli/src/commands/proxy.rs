@@ -31,6 +31,9 @@ pub(crate) struct ProxyArgs {
     /// turn that needs ④ then waits for its summary.
     #[arg(long)]
     pub(crate) no_background_summaries: bool,
+    /// Keep the state in Redis, shared by replicas (`redis://HOST:PORT[/DB]`); default SQLite.
+    #[arg(long, value_name = "URL")]
+    pub(crate) state: Option<String>,
     /// Overrides the config file's `summarizer`, `summarizer_model`, `summarizer_protocol`.
     #[command(flatten)]
     pub(crate) summarizer: SummarizerArgs,
@@ -92,6 +95,8 @@ fn configure(args: &ProxyArgs) -> Result<ProxyConfig, CliError> {
     }
     if args.no_background_summaries {
         config.background_summaries = false;
+    if let Some(state) = &args.state {
+        config.state = Some(state.clone());
     }
     if let Some(summarizer) = args.summarizer.spec() {
         config.summarizer = summarizer;

@@ -1,5 +1,5 @@
-//! The SQLite store: summary cache, EMA calibration per model, remembered facts per
-//! conversation, and the sticky decisions of each conversation.
+//! The SQLite store (the embedded default): summary cache, EMA calibration per model,
+//! remembered facts per conversation, and the sticky decisions of each conversation.
 //!
 //! What is kept, and for how long (SPEC "Proxy state"): the database, its journal files and
 //! the tenancy secret are created 0600 in a 0700 directory. Conversation state is keyed by a
@@ -8,7 +8,7 @@
 //! client's message i" or the text the cascade wrote in its place (a summary, a shortened
 //! tool output): never a copy of the messages the client sends again anyway. Every row
 //! carries the time it was last written; rows older than the time to live go, and beyond
-//! the size cap the oldest go first ([`Store::evict`], run at open and every
+//! the size cap the oldest go first ([`SqliteStore::evict`], run at open and every
 //! [`EVICT_EVERY`] writes). Calibration rows are per model and hold no content.
 //!
 //! One connection behind a mutex: every statement is a single-row read or write, short
@@ -16,17 +16,17 @@
 //! it and carry on without the cache).
 
 use std::fs::{DirBuilder, OpenOptions};
-use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
-use context_cascade::Scale;
+use context_cascade::{BoxFuture, Scale};
 use rusqlite::{Connection, OptionalExtension, params};
 
-use crate::config::{DEFAULT_STATE_MAX_BYTES, DEFAULT_STATE_TTL, IN_MEMORY_DB};
+use super::{Retention, StateStore, StoreResult, StoredSession, clamp_i64, now};
+use crate::config::IN_MEMORY_DB;
 use crate::error::ProxyError;
 
 /// The schema version this code writes; older conversation tables are dropped (their keys
@@ -82,38 +82,8 @@ const SIZED: &[(&str, &str)] = &[
     ),
 ];
 
-/// How long conversation state is kept, and how much of it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Retention {
-    /// Rows not written for this long are evicted.
-    pub ttl: Duration,
-    /// Beyond this many stored bytes, the oldest rows are evicted.
-    pub max_bytes: u64,
-}
-
-impl Default for Retention {
-    /// 7 days, 256 MiB.
-    fn default() -> Self {
-        Retention {
-            ttl: DEFAULT_STATE_TTL,
-            max_bytes: DEFAULT_STATE_MAX_BYTES,
-        }
-    }
-}
-
-/// A conversation's sticky decisions, as [`crate::stability`] keeps them.
-#[derive(Debug, Clone, PartialEq)]
-pub struct StoredSession {
-    /// `openai` or `anthropic`.
-    pub format: String,
-    /// Hex hashes of the original incoming messages.
-    pub originals: Vec<String>,
-    /// What went upstream in their place, see [`crate::decisions`].
-    pub decisions: Vec<u8>,
-}
-
 /// The SQLite store.
-pub struct Store {
+pub struct SqliteStore {
     connection: Mutex<Connection>,
     retention: Retention,
     writes: AtomicU64,
@@ -121,17 +91,17 @@ pub struct Store {
     failure: Mutex<Option<String>>,
 }
 
-impl std::fmt::Debug for Store {
+impl std::fmt::Debug for SqliteStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Store").finish_non_exhaustive()
+        f.debug_struct("SqliteStore").finish_non_exhaustive()
     }
 }
 
-impl Store {
+impl SqliteStore {
     /// Opens (creating if needed) the database at `path`; `":memory:"` keeps it in memory.
     /// A directory it creates is 0700, the file 0600 (SQLite gives its journal files the
     /// database's mode). Evicts what `retention` no longer allows.
-    pub fn open(path: &Path, retention: Retention) -> Result<Store, ProxyError> {
+    pub fn open(path: &Path, retention: Retention) -> Result<SqliteStore, ProxyError> {
         if path != Path::new(IN_MEMORY_DB) {
             prepare_file(path)?;
         }
@@ -146,7 +116,7 @@ impl Store {
             connection.pragma_update(None, "user_version", SCHEMA_VERSION)?;
         }
         connection.execute_batch(SCHEMA)?;
-        let store = Store {
+        let store = SqliteStore {
             connection: Mutex::new(connection),
             retention,
             writes: AtomicU64::new(0),
@@ -160,7 +130,7 @@ impl Store {
         self.connection.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Records whether the last operation failed, for [`Store::failure`].
+    /// Records whether the last operation failed, for [`SqliteStore::failure`].
     fn track<T>(&self, result: rusqlite::Result<T>) -> rusqlite::Result<T> {
         let mut failure = self.failure.lock().unwrap_or_else(|p| p.into_inner());
         *failure = result.as_ref().err().map(ToString::to_string);
@@ -465,15 +435,6 @@ impl Store {
     }
 }
 
-fn clamp_i64(value: u64) -> i64 {
-    i64::try_from(value).unwrap_or(i64::MAX)
-}
-
-/// Seconds since the epoch.
-fn now() -> u64 {
-    (SystemTime::now().duration_since(UNIX_EPOCH)).map_or(0, |d| d.as_secs())
-}
-
 fn total_bytes(connection: &Connection) -> rusqlite::Result<u64> {
     let mut total = 0u64;
     for (table, size) in SIZED {
@@ -512,70 +473,99 @@ fn prepare_file(path: &Path) -> Result<(), ProxyError> {
     Ok(())
 }
 
-/// Writes `bytes` to a new file readable by its owner only.
-pub fn private_file(path: &Path, bytes: &[u8]) -> Result<(), ProxyError> {
-    let mut file = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path)?;
-    file.write_all(bytes)?;
-    Ok(())
+/// The trait over the methods above: each future is ready on its first poll (a statement
+/// on the caller's task, as before the trait existed). Callers that wrote off the request
+/// path through `spawn_blocking` still do ([`crate::stability`]).
+impl StateStore for SqliteStore {
+    fn summary<'a>(&'a self, key: &'a str) -> BoxFuture<'a, StoreResult<Option<(String, u64)>>> {
+        ready(SqliteStore::summary(self, key))
+    }
+
+    fn put_summary<'a>(
+        &'a self,
+        key: &'a str,
+        max_tokens: u64,
+        summary: &'a str,
+    ) -> BoxFuture<'a, StoreResult<()>> {
+        ready(SqliteStore::put_summary(self, key, max_tokens, summary))
+    }
+
+    fn calibration(&self) -> BoxFuture<'_, StoreResult<Vec<(String, Scale)>>> {
+        ready(SqliteStore::calibration(self))
+    }
+
+    fn save_scale<'a>(&'a self, model: &'a str, scale: Scale) -> BoxFuture<'a, StoreResult<()>> {
+        ready(SqliteStore::save_scale(self, model, scale))
+    }
+
+    fn learned_windows(&self) -> BoxFuture<'_, StoreResult<Vec<(String, u64, bool)>>> {
+        ready(SqliteStore::learned_windows(self))
+    }
+
+    fn save_learned_window<'a>(
+        &'a self,
+        model: &'a str,
+        limit: u64,
+        counts_reserve: bool,
+    ) -> BoxFuture<'a, StoreResult<()>> {
+        ready(SqliteStore::save_learned_window(
+            self,
+            model,
+            limit,
+            counts_reserve,
+        ))
+    }
+
+    fn add_fact<'a>(
+        &'a self,
+        conversation: &'a str,
+        hash: &'a str,
+        text: &'a str,
+    ) -> BoxFuture<'a, StoreResult<bool>> {
+        ready(SqliteStore::add_fact(self, conversation, hash, text))
+    }
+
+    fn touch_facts<'a>(&'a self, conversation: &'a str) -> BoxFuture<'a, StoreResult<()>> {
+        ready(SqliteStore::touch_facts(self, conversation))
+    }
+
+    fn facts<'a>(&'a self, conversation: &'a str) -> BoxFuture<'a, StoreResult<Vec<String>>> {
+        ready(SqliteStore::facts(self, conversation))
+    }
+
+    fn save_session<'a>(
+        &'a self,
+        conversation: &'a str,
+        session: &'a StoredSession,
+    ) -> BoxFuture<'a, StoreResult<()>> {
+        ready(SqliteStore::save_session(self, conversation, session))
+    }
+
+    fn session<'a>(
+        &'a self,
+        conversation: &'a str,
+    ) -> BoxFuture<'a, StoreResult<Option<StoredSession>>> {
+        ready(SqliteStore::session(self, conversation))
+    }
+
+    fn delete_session<'a>(&'a self, conversation: &'a str) -> BoxFuture<'a, StoreResult<()>> {
+        ready(SqliteStore::delete_session(self, conversation))
+    }
+
+    fn check(&self) -> BoxFuture<'_, ()> {
+        Box::pin(std::future::ready(()))
+    }
+
+    fn failure(&self) -> Option<String> {
+        SqliteStore::failure(self)
+    }
+
+    fn shared(&self) -> bool {
+        false
+    }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn store() -> Store {
-        Store::open(Path::new(IN_MEMORY_DB), Retention::default()).unwrap()
-    }
-
-    #[test]
-    fn summaries_round_trip() {
-        let s = store();
-        assert_eq!(s.summary("k").unwrap(), None);
-        s.put_summary("k", 500, "sum").unwrap();
-        assert_eq!(s.summary("k").unwrap(), Some(("sum".into(), 500)));
-    }
-
-    #[test]
-    fn facts_are_deduplicated_and_ordered() {
-        let s = store();
-        assert!(s.add_fact("c", "h1", "first").unwrap());
-        assert!(s.add_fact("c", "h2", "second").unwrap());
-        assert!(!s.add_fact("c", "h1", "first").unwrap());
-        assert_eq!(s.facts("c").unwrap(), vec!["first", "second"]);
-        assert!(s.facts("other").unwrap().is_empty());
-    }
-
-    #[test]
-    fn learned_windows_persist() {
-        let s = store();
-        assert!(s.learned_windows().unwrap().is_empty());
-        s.save_learned_window("m", 59_275, false).unwrap();
-        s.save_learned_window("m", 50_000, true).unwrap();
-        assert_eq!(
-            s.learned_windows().unwrap(),
-            vec![("m".to_string(), 50_000, true)]
-        );
-    }
-
-    #[test]
-    fn calibration_and_sessions_persist() {
-        let s = store();
-        let scale = Scale {
-            scale: 1.3,
-            observations: 4,
-        };
-        s.save_scale("m", scale).unwrap();
-        assert_eq!(s.calibration().unwrap(), vec![("m".to_string(), scale)]);
-        let session = StoredSession {
-            format: "openai".into(),
-            originals: vec!["aa".into(), "bb".into()],
-            decisions: b"0,-\n{}".to_vec(),
-        };
-        s.save_session("c", &session).unwrap();
-        assert_eq!(s.session("c").unwrap(), Some(session));
-    }
+/// A finished statement's result as a store future.
+fn ready<'a, T: Send + 'a>(result: rusqlite::Result<T>) -> BoxFuture<'a, StoreResult<T>> {
+    Box::pin(std::future::ready(result.map_err(Into::into)))
 }

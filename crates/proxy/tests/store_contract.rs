@@ -1,0 +1,45 @@
+//! The state store contract (tests/common/store_suite.rs) against SQLite, the default
+//! store: in memory and in a file. The same suite runs against Redis in
+//! tests/store_redis.rs (`--features redis-tests`).
+
+#![allow(clippy::unwrap_used, clippy::expect_used, unreachable_pub)] // test code: a failure is a test failure
+
+#[path = "common/store_suite.rs"]
+mod store_suite;
+
+use std::path::Path;
+
+use cascade_proxy::config::IN_MEMORY_DB;
+use cascade_proxy::store::{SqliteStore, StateStore};
+
+#[tokio::test]
+async fn sqlite_in_memory_keeps_the_contract() {
+    let store = SqliteStore::open(Path::new(IN_MEMORY_DB), Default::default()).unwrap();
+    assert!(!store.shared());
+    store_suite::contract(&store, "mem").await;
+}
+
+#[tokio::test]
+async fn sqlite_file_keeps_the_contract_across_reopening() {
+    let dir = std::env::temp_dir().join(format!("cascade-contract-{}", std::process::id()));
+    let path = dir.join("state.db");
+    {
+        let store = SqliteStore::open(&path, Default::default()).unwrap();
+        store_suite::contract(&store, "file").await;
+        store.put_summary("kept", 9, "still here").unwrap();
+    }
+    let store = SqliteStore::open(&path, Default::default()).unwrap();
+    let found = StateStore::summary(&store, "kept").await.unwrap();
+    assert_eq!(found, Some(("still here".into(), 9)));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn the_state_key_names_redis_or_is_rejected() {
+    use cascade_proxy::ProxyConfig;
+    let config = ProxyConfig::from_toml_str("state = \"redis://127.0.0.1:6379/2\"").unwrap();
+    assert_eq!(config.state.as_deref(), Some("redis://127.0.0.1:6379/2"));
+    assert_eq!(ProxyConfig::from_toml_str("").unwrap().state, None);
+    let err = ProxyConfig::from_toml_str("state = \"mysql://x\"").unwrap_err();
+    assert!(err.to_string().contains("redis://"), "{err}");
+}
