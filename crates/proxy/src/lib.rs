@@ -11,6 +11,8 @@
 //!   provider holds (`previous_response_id`, `conversation`) is forwarded untouched.
 //! - Every other path and method is forwarded untouched.
 //! - `GET /metrics` (Prometheus text) and `GET /healthz`.
+//! - `GET /`: the operator's status page ([`status`]; loopback only unless an admin token
+//!   is set).
 //! - SQLite: a summary cache, the token calibration per model, remembered facts per
 //!   conversation, and the sticky prefix that keeps the provider's prompt cache hitting.
 //!
@@ -38,6 +40,7 @@ pub mod metrics;
 pub mod responses;
 pub mod server;
 pub mod stability;
+pub mod status;
 pub mod store;
 pub mod stream;
 pub mod summary_cache;

@@ -27,6 +27,10 @@ pub(crate) struct ProxyArgs {
     /// SQLite file for the summary cache, calibration, memory and sticky prefixes.
     #[arg(long, value_name = "PATH")]
     pub(crate) db: Option<PathBuf>,
+    /// Serves the status page (`GET /`) to any host presenting this token (else loopback
+    /// only). `admin_token` in --config keeps it out of the process list.
+    #[arg(long, value_name = "TOKEN")]
+    pub(crate) admin_token: Option<String>,
     /// Overrides the config file's `summarizer`, `summarizer_model`, `summarizer_protocol`.
     #[command(flatten)]
     pub(crate) summarizer: SummarizerArgs,
@@ -85,6 +89,11 @@ fn configure(args: &ProxyArgs) -> Result<ProxyConfig, CliError> {
     }
     if let Some(db) = &args.db {
         config.db_path = db.clone();
+    }
+    if let Some(token) = &args.admin_token {
+        let token = cascade_proxy::status::AdminToken::new(token.clone())
+            .map_err(|e| CliError::Usage(format!("proxy: --admin-token: {e}")))?;
+        config.admin_token = Some(token);
     }
     if let Some(summarizer) = args.summarizer.spec() {
         config.summarizer = summarizer;
