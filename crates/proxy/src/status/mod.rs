@@ -14,6 +14,7 @@ pub mod page;
 pub mod record;
 pub mod svg;
 
+use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -92,7 +93,7 @@ pub(crate) async fn status_page(State(state): State<Arc<AppState>>, request: Req
     let query = request.uri().query().unwrap_or("");
     let link_query = match authorize(state.status.token.as_ref(), peer, request.headers(), query) {
         Ok(link_query) => link_query,
-        Err(refusal) => return refusal,
+        Err(refusal) => return refusal.response(),
     };
     let selected = query_value(query, "c")
         .filter(|id| !id.is_empty() && id.len() <= 64 && id.bytes().all(|b| b.is_ascii_hexdigit()));
@@ -134,21 +135,50 @@ pub(crate) async fn status_page(State(state): State<Arc<AppState>>, request: Req
     response
 }
 
+/// Why the page is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Refusal {
+    /// No token is set and the client is not on loopback.
+    NotLoopback,
+    /// A token is set and the request does not carry it.
+    NoToken,
+}
+
+impl Refusal {
+    fn response(self) -> Response {
+        match self {
+            Refusal::NotLoopback => {
+                let message = "context-cascade: the status page is served to loopback clients \
+                               only; start the proxy with --admin-token to serve it to others\n";
+                (StatusCode::FORBIDDEN, message).into_response()
+            }
+            Refusal::NoToken => {
+                let message = "context-cascade: the status page needs the admin token \
+                               (Authorization: Bearer TOKEN, or ?token=TOKEN)\n";
+                let mut refusal = (StatusCode::UNAUTHORIZED, message).into_response();
+                refusal.headers_mut().insert(
+                    header::WWW_AUTHENTICATE,
+                    HeaderValue::from_static("Bearer realm=\"cascade-status\""),
+                );
+                refusal
+            }
+        }
+    }
+}
+
 /// Whether the request may see the page. `Ok` carries what the page's links must repeat
-/// (the token, when it came in the address); `Err` is the refusal to send.
+/// (the token, when it came in the address).
 fn authorize(
     token: Option<&AdminToken>,
     peer: Option<SocketAddr>,
     headers: &HeaderMap,
     query: &str,
-) -> Result<Option<String>, Response> {
+) -> Result<Option<String>, Refusal> {
     let Some(token) = token else {
         if peer.is_some_and(|p| p.ip().to_canonical().is_loopback()) {
             return Ok(None);
         }
-        let message = "context-cascade: the status page is served to loopback clients only; \
-                       start the proxy with --admin-token to serve it to others\n";
-        return Err((StatusCode::FORBIDDEN, message).into_response());
+        return Err(Refusal::NotLoopback);
     };
     let bearer = (headers.get(header::AUTHORIZATION))
         .and_then(|v| v.to_str().ok())
@@ -161,14 +191,7 @@ fn authorize(
     {
         return Ok(Some(format!("token={}", percent_encode(&given))));
     }
-    let message = "context-cascade: the status page needs the admin token \
-                   (Authorization: Bearer TOKEN, or ?token=TOKEN)\n";
-    let mut refusal = (StatusCode::UNAUTHORIZED, message).into_response();
-    refusal.headers_mut().insert(
-        header::WWW_AUTHENTICATE,
-        HeaderValue::from_static("Bearer realm=\"cascade-status\""),
-    );
-    Err(refusal)
+    Err(Refusal::NoToken)
 }
 
 /// The decoded value of `name` in a query string (`a=1&b=2`), the first one.
@@ -211,7 +234,7 @@ fn percent_encode(text: &str) -> String {
         if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
             out.push(char::from(b));
         } else {
-            out.push_str(&format!("%{b:02X}"));
+            let _ = write!(out, "%{b:02X}");
         }
     }
     out
@@ -232,7 +255,8 @@ mod tests {
         assert!(authorize(None, peer("[::1]:5000"), &headers, "").is_ok());
         assert!(authorize(None, peer("[::ffff:127.0.0.1]:5000"), &headers, "").is_ok());
         let refused = authorize(None, peer("10.0.0.2:5000"), &headers, "").unwrap_err();
-        assert_eq!(refused.status(), StatusCode::FORBIDDEN);
+        assert_eq!(refused, Refusal::NotLoopback);
+        assert_eq!(refused.response().status(), StatusCode::FORBIDDEN);
         assert!(authorize(None, None, &headers, "").is_err());
     }
 
@@ -242,7 +266,7 @@ mod tests {
         let mut headers = HeaderMap::new();
         let local = peer("127.0.0.1:5000");
         let refused = authorize(Some(&token), local, &headers, "").unwrap_err();
-        assert_eq!(refused.status(), StatusCode::UNAUTHORIZED);
+        assert_eq!(refused.response().status(), StatusCode::UNAUTHORIZED);
         assert!(authorize(Some(&token), local, &headers, "token=wrong").is_err());
         let remote = peer("10.0.0.2:5000");
         let link = authorize(Some(&token), remote, &headers, "c=ab&token=s3cret%26x").unwrap();
