@@ -20,6 +20,7 @@
 //! background_summaries = true    # prepare ④'s LLM summary ahead, past 0.8·E (LLM summarizer only)
 //! background_jobs = 4            # background summaries running at once, at most
 //! background_summary_ratio = 0.8 # the pre-threshold, a share of E below the preemptive 0.9
+//! admin_token = "..."            # opens the status page (GET /) to other hosts with this token
 //! calibration_prior_tokens = 32000   # size-weighted calibration; 0 (default) is SPEC's EMA
 //! summarizer = "offline"         # or an OpenAI/Anthropic-compatible base URL
 //! summarizer_model = "gpt-4o-mini"
@@ -128,6 +129,9 @@ pub struct ProxyConfig {
     /// `None` keeps it in the SQLite file `db` (which then only holds the tenancy secret
     /// beside it: replicas must share that secret file).
     pub state: Option<String>,
+    /// Opens the status page (`GET /`) to any client presenting it; without it the page is
+    /// served to loopback clients only.
+    pub admin_token: Option<crate::status::AdminToken>,
     /// `[[model]]` tables: read by [`Catalog::with_overrides_toml`] from the same text, only
     /// accepted here.
     #[serde(rename = "model")]
@@ -169,6 +173,7 @@ impl Default for ProxyConfig {
             background_summaries: true,
             background_jobs: crate::background::DEFAULT_BACKGROUND_JOBS,
             state: None,
+            admin_token: None,
             model_tables: IgnoredAny,
             summarizer: SummarizerSpec::Offline,
             cascade: CascadeConfig::default(),

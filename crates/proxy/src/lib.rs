@@ -14,6 +14,8 @@
 //! - SQLite (or Redis, shared by replicas: `--state redis://...`): a summary cache, the
 //!   token calibration per model, remembered facts per conversation, and the sticky prefix
 //!   that keeps the provider's prompt cache hitting.
+//! - `GET /`: the operator's status page ([`status`]; loopback only unless an admin token
+//!   is set).
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), cascade_proxy::ProxyError> {
@@ -41,6 +43,7 @@ pub mod responses;
 pub mod server;
 pub mod shared;
 pub mod stability;
+pub mod status;
 pub mod store;
 pub mod stream;
 pub mod summary_cache;

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
+use axum::extract::ConnectInfo;
 use bytes::Bytes;
 use futures::{Stream, StreamExt};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
@@ -70,7 +71,7 @@ pub async fn serve_connections(
             },
             () = &mut shutdown => break,
         };
-        let (socket, _) = tokio::select! {
+        let (socket, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(accepted) => accepted,
                 Err(e) => {
@@ -84,7 +85,10 @@ pub async fn serve_connections(
         };
         let router = router.clone();
         let service = hyper::service::service_fn(move |request: hyper::Request<_>| {
-            router.clone().oneshot(request.map(Body::new))
+            let mut request = request.map(Body::new);
+            // The peer, for the handlers that serve loopback only (the status page).
+            request.extensions_mut().insert(ConnectInfo(peer));
+            router.clone().oneshot(request)
         });
         let builder = builder.clone();
         let watcher = graceful.watcher();

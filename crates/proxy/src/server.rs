@@ -30,6 +30,7 @@ use crate::memory;
 use crate::metrics::{CallOutcome, Metrics, Snapshot};
 use crate::responses::{self, ResponsesCounters, Watched};
 use crate::stability::{Edit, LazyHashes, Sticky, hash_at};
+use crate::status::{Status, status_page};
 use crate::store::{self, StateStore};
 use crate::stream::scan_usage;
 use crate::summary_cache::CachingSummarizer;
@@ -65,6 +66,8 @@ pub struct AppState {
     pub(crate) limits: Limits,
     /// `None` when background summaries are off (or the summarizer is offline).
     background: Option<Arc<Background>>,
+    /// The status page's timelines and guard.
+    pub(crate) status: Status,
 }
 
 impl AppState {
@@ -76,6 +79,7 @@ impl AppState {
         let store = opened.store;
         let tenancy = Tenancy::open(&config.db_path)?;
         let limits = Limits::from_config(&config);
+        let status = Status::new(config.admin_token.clone());
         let metrics = Arc::new(Metrics::default());
         let windows = Windows::new(&config);
         // Limits learned from overflow errors before a restart still hold.
@@ -130,6 +134,7 @@ impl AppState {
             labels,
             limits,
             background,
+            status,
         });
         if state.store.shared() {
             // Calibration and learned windows other replicas persist reach this one.
@@ -181,6 +186,8 @@ pub fn router(state: Arc<AppState>) -> Router {
     Router::new()
         .route("/healthz", get(health))
         .route("/metrics", get(metrics))
+        // The status page is ours; other methods on `/` are forwarded.
+        .route("/", get(status_page).fallback(passthrough))
         // Other methods on the cascade paths are forwarded like any other request.
         .route("/v1/chat/completions", post(openai).fallback(passthrough))
         .route("/v1/messages", post(anthropic).fallback(passthrough))
@@ -376,6 +383,8 @@ pub(crate) async fn cascade(state: &Arc<AppState>, format: Format, request: Requ
             tracing::warn!(model, error = %e, "could not persist a learned window");
         }
     }
+    let admitted = state.labels.is_known(&model).then_some(model.as_str());
+    (state.status.recorder).record(&key, admitted, &result, &conversation);
     match result {
         Ok(called) => {
             let report = called.report;

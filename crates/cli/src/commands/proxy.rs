@@ -34,6 +34,10 @@ pub(crate) struct ProxyArgs {
     /// Keep the state in Redis, shared by replicas (`redis://HOST:PORT[/DB]`); default SQLite.
     #[arg(long, value_name = "URL")]
     pub(crate) state: Option<String>,
+    /// Serves the status page (`GET /`) to any host presenting this token (else loopback
+    /// only). `admin_token` in --config keeps it out of the process list.
+    #[arg(long, value_name = "TOKEN")]
+    pub(crate) admin_token: Option<String>,
     /// Overrides the config file's `summarizer`, `summarizer_model`, `summarizer_protocol`.
     #[command(flatten)]
     pub(crate) summarizer: SummarizerArgs,
@@ -95,8 +99,14 @@ fn configure(args: &ProxyArgs) -> Result<ProxyConfig, CliError> {
     }
     if args.no_background_summaries {
         config.background_summaries = false;
+    }
     if let Some(state) = &args.state {
         config.state = Some(state.clone());
+    }
+    if let Some(token) = &args.admin_token {
+        let token = cascade_proxy::status::AdminToken::new(token.clone())
+            .map_err(|e| CliError::Usage(format!("proxy: --admin-token: {e}")))?;
+        config.admin_token = Some(token);
     }
     if let Some(summarizer) = args.summarizer.spec() {
         config.summarizer = summarizer;
