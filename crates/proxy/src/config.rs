@@ -14,6 +14,7 @@
 //! state_max_bytes = 268435456    # stored state beyond this evicts the oldest entries
 //! discover = true                # ask the upstream for its window (llama.cpp, vLLM, Ollama)
 //! sticky_prefix = true           # re-apply earlier compaction to a conversation's known prefix
+//! fast_path = true               # send a request the cascade would not change without parsing it
 //! compact_short_of_watermark = true  # SPEC's ②; false leaves ② to ③ when it cannot reach 0.6·E
 //! calibration_prior_tokens = 32000   # size-weighted calibration; 0 (default) is SPEC's EMA
 //! summarizer = "offline"         # or an OpenAI/Anthropic-compatible base URL
@@ -113,6 +114,10 @@ pub struct ProxyConfig {
     /// Re-apply the previous request's compaction to the known prefix of a conversation
     /// (prompt-cache stability). On by default; off runs the cascade afresh every time.
     pub sticky_prefix: bool,
+    /// Send a request the cascade would leave as it is upstream without parsing it into a
+    /// conversation (same bytes, same decision; see the proxy's fastpath module). On by
+    /// default.
+    pub fast_path: bool,
     /// `[[model]]` tables: read by [`Catalog::with_overrides_toml`] from the same text, only
     /// accepted here.
     #[serde(rename = "model")]
@@ -150,6 +155,7 @@ impl Default for ProxyConfig {
             state_max_bytes: DEFAULT_STATE_MAX_BYTES,
             discover: true,
             sticky_prefix: true,
+            fast_path: true,
             model_tables: IgnoredAny,
             summarizer: SummarizerSpec::Offline,
             cascade: CascadeConfig::default(),

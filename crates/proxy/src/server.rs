@@ -50,10 +50,12 @@ pub struct AppState {
     pub(crate) upstream_timeout: std::time::Duration,
     /// `None` when `sticky_prefix` is off.
     sticky: Option<Sticky>,
-    windows: Windows,
-    manager: ContextManager,
+    pub(crate) windows: Windows,
+    pub(crate) manager: ContextManager,
     pub(crate) client: reqwest::Client,
-    store: Arc<Store>,
+    pub(crate) store: Arc<Store>,
+    /// Requests the cascade would leave alone skip it (issue 15).
+    pub(crate) fastpath: crate::fastpath::FastPath,
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) responses: ResponsesCounters,
     /// Whose state a request may see (keyed hashes of credentials).
@@ -98,6 +100,7 @@ impl AppState {
         let manager = ContextManager::new(config.cascade)
             .with_catalog(config.catalog)
             .with_summarizer(Arc::new(cached));
+        let manager = crate::fastpath::exact_counts(manager);
         let mut calibration = Calibration::new();
         for (model, scale) in restored {
             calibration.set(&model, scale);
@@ -118,6 +121,7 @@ impl AppState {
             manager,
             client,
             store,
+            fastpath: crate::fastpath::FastPath::new(config.fast_path),
             metrics,
             responses: ResponsesCounters::default(),
             tenancy,
@@ -138,7 +142,7 @@ impl AppState {
 
     /// Persists the calibration of `model` after an observation (only for a model name
     /// something other than the client vouched for: see [`ModelLabels`]).
-    fn save_scale(&self, model: &str) {
+    pub(crate) fn save_scale(&self, model: &str) {
         if !self.labels.is_known(model) {
             return;
         }
@@ -274,6 +278,9 @@ pub(crate) async fn cascade(state: &Arc<AppState>, format: Format, request: Requ
         Ok(bytes) => bytes,
         Err(answer) => return answer,
     };
+    if let Some(response) = crate::fastpath::serve(state, format, &parts, &bytes).await {
+        return response;
+    }
     let mut body: Value = match serde_json::from_slice(&bytes) {
         Ok(body) => body,
         Err(e) => {
@@ -351,6 +358,8 @@ pub(crate) async fn cascade(state: &Arc<AppState>, format: Format, request: Requ
             tracing::warn!(model, error = %e, "could not persist a learned window");
         }
     }
+    let changed = !matches!(&result, Ok(called) if called.report.steps.is_empty());
+    state.fastpath.settle(&key, untouched && !changed);
     match result {
         Ok(called) => {
             let report = called.report;
@@ -360,7 +369,8 @@ pub(crate) async fn cascade(state: &Arc<AppState>, format: Format, request: Requ
                 sticky.record(&key, &mut hashes, &conversation, changed, bytes.clone());
             }
             state.save_scale(&model);
-            let mut response = success(state, called.output, &conversation, model);
+            let prior = state.manager.prior(&conversation);
+            let mut response = success(state, called.output, format, prior, model);
             add_report_header(&mut response, &report);
             response
         }
@@ -465,10 +475,11 @@ fn remember(
 }
 
 /// The client's answer for a successful upstream call.
-fn success(
+pub(crate) fn success(
     state: &Arc<AppState>,
     output: UpstreamOutput,
-    sent: &Conversation,
+    format: Format,
+    prior: f64,
     model: String,
 ) -> Response {
     match output {
@@ -485,11 +496,10 @@ fn success(
         UpstreamOutput::Stream(upstream) => {
             let status = upstream.status();
             let headers = response_headers(upstream.headers());
-            let prior = state.manager.prior(sent);
             let observer = state.clone();
-            let provider = Provider::for_format(sent.format);
+            let provider = Provider::for_format(format);
             let idle = state.upstream_timeout;
-            let events = complete_events(sent.format, upstream.bytes_stream(), idle);
+            let events = complete_events(format, upstream.bytes_stream(), idle);
             let body = scan_usage(provider, events, move |tokens| {
                 observer.manager.observe(&model, prior, tokens);
                 observer.save_scale(&model);
@@ -503,7 +513,7 @@ fn success(
 }
 
 /// The client's answer when the upstream call failed with something other than overflow.
-fn upstream_failure(format: Format, error: &LlmError) -> Response {
+pub(crate) fn upstream_failure(format: Format, error: &LlmError) -> Response {
     match error {
         LlmError::Status {
             status,
@@ -528,7 +538,7 @@ fn upstream_failure(format: Format, error: &LlmError) -> Response {
     }
 }
 
-fn add_report_header(response: &mut Response, report: &Report) {
+pub(crate) fn add_report_header(response: &mut Response, report: &Report) {
     if report.steps.is_empty() && report.fits {
         return;
     }
