@@ -102,9 +102,26 @@ impl Resolved {
     /// catalog told how the body's model was resolved (`--model` included).
     pub(crate) fn manager(&self) -> ContextManager {
         let manager = ContextManager::new(CascadeConfig::default());
-        match &self.alias {
+        let manager = match &self.alias {
             Some(entry) => manager.with_catalog(Catalog::builtin().with_override(entry.clone())),
             None => manager,
-        }
+        };
+        self.exact_counts(manager)
+    }
+
+    /// Exact counts where the resolved model's tokenizer is public (feature `exact`): the
+    /// model `--model` names counts, whatever the body says.
+    #[cfg(feature = "exact")]
+    fn exact_counts(&self, manager: ContextManager) -> ContextManager {
+        use context_cascade::estimate::exact::counter_for_model;
+        let model = self.model.clone().unwrap_or_default();
+        manager.with_token_counters(std::sync::Arc::new(move |_: &str| {
+            counter_for_model(&model)
+        }))
+    }
+
+    #[cfg(not(feature = "exact"))]
+    fn exact_counts(&self, manager: ContextManager) -> ContextManager {
+        manager
     }
 }

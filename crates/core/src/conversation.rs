@@ -224,6 +224,8 @@ pub struct Message {
     pinned: bool,
     fields: Map<String, Value>,
     counts: OnceLock<ClassCounts>,
+    /// The exact token count under one counter (its key, the count), computed once.
+    exact: OnceLock<(usize, u64)>,
 }
 
 impl PartialEq for Message {
@@ -248,6 +250,7 @@ impl Message {
             pinned,
             fields,
             counts: OnceLock::new(),
+            exact: OnceLock::new(),
         }
     }
 
@@ -269,6 +272,7 @@ impl Message {
     /// Mutable access to the blocks; clears the cached token counts.
     pub fn blocks_mut(&mut self) -> &mut Vec<Block> {
         self.counts.take();
+        self.exact.take();
         &mut self.blocks
     }
 
@@ -300,12 +304,23 @@ impl Message {
     /// Mutable access to the other wire keys; clears the cached token counts.
     pub fn fields_mut(&mut self) -> &mut Map<String, Value> {
         self.counts.take();
+        self.exact.take();
         &mut self.fields
     }
 
     /// The cached character-class counts of this message (computed on first use).
     pub fn counts(&self) -> ClassCounts {
         *self.counts.get_or_init(|| ClassCounts::of_message(self))
+    }
+
+    /// The exact token count under the counter `key`, computed by `count` on first use
+    /// and cached (a count under another counter is computed, not cached).
+    pub fn exact_tokens(&self, key: usize, count: impl FnOnce() -> u64) -> u64 {
+        match self.exact.get() {
+            Some(&(cached, tokens)) if cached == key => tokens,
+            Some(_) => count(),
+            None => self.exact.get_or_init(|| (key, count())).1,
+        }
     }
 
     /// All text of the message's text blocks (not tool results), joined by newlines.

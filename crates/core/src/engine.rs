@@ -14,7 +14,7 @@ use crate::compact_tools::{CompactMode, compact_tool_results};
 use crate::config::{Budget, CascadeConfig};
 use crate::conversation::{Block, Conversation};
 use crate::escalation::{self, Escalation, Goal, OldResults, Progress, Recovery};
-use crate::estimate::{ClassCounts, Estimator};
+use crate::estimate::{ClassCounts, CounterFor, Estimator};
 use crate::middle::{KeepRules, Summaries};
 use crate::offline::OfflineSummarizer;
 use crate::prune::{prune_history, recent_messages};
@@ -43,6 +43,8 @@ pub struct ContextManager {
     summarizer: Arc<dyn Summarizer>,
     calibration: Mutex<Calibration>,
     starting_scales: Mutex<HashMap<String, Option<f64>>>,
+    /// Exact token counters by model (`None`: the prior for every model).
+    counters: Option<CounterFor>,
 }
 
 /// Locks a mutex even if a panicking thread poisoned it: the data are plain numbers.
@@ -61,7 +63,16 @@ impl ContextManager {
             summarizer: Arc::new(OfflineSummarizer::default()),
             calibration: Mutex::new(Calibration::new()),
             starting_scales: Mutex::new(HashMap::new()),
+            counters: None,
         }
+    }
+
+    /// Counts exactly with the counter `counters` gives for a model (e.g.
+    /// `Arc::new(estimate::exact::counter_for_model)`, feature `exact`); other models keep
+    /// the prior.
+    pub fn with_token_counters(mut self, counters: CounterFor) -> Self {
+        self.counters = Some(counters);
+        self
     }
 
     /// Uses another summarizer for ④ (an LLM, a cache around one, ...).
@@ -102,7 +113,8 @@ impl ContextManager {
     pub fn estimator(&self, model: &str) -> Estimator {
         let starting = self.starting_scale(model);
         let multiplier = lock(&self.calibration).multiplier(model, starting, &self.config);
-        Estimator::new(self.config.weights, multiplier)
+        let counter = (self.counters.as_ref()).and_then(|counter_for| counter_for(model));
+        Estimator::new(self.config.weights, multiplier).with_counter(counter)
     }
 
     fn starting_scale(&self, model: &str) -> Option<f64> {
@@ -170,6 +182,11 @@ impl ContextManager {
     ) -> StepContext<'_> {
         let mut estimator = self.estimator(model_of(conversation));
         estimator.multiplier = estimator.multiplier.max(floor);
+        if floor > 0.0 {
+            // After an overflow the provider's count outranks an exact count too: the floor
+            // applies to the prior.
+            estimator.counter = None;
+        }
         StepContext::new(&self.config, budget, estimator)
     }
 

@@ -6,9 +6,14 @@
 //! re-reads the text. Calibration (see [`crate::Calibration`]) scales the prior to what the
 //! provider really counts.
 
+pub mod counter;
+#[cfg(feature = "exact")]
+pub mod exact;
+
 use crate::conversation::{Conversation, Message};
 use crate::counts::ASCII_CLASS;
 pub use crate::counts::ClassCounts;
+pub use counter::{CounterFor, TokenCounter};
 
 /// Tokens per character of each class, and the fixed costs (SPEC.md "Token estimation").
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -77,42 +82,72 @@ impl Weights {
     }
 }
 
-/// The estimate in force: the prior's weights times the model's calibration multiplier.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// The estimate in force: the prior's weights times the model's calibration multiplier,
+/// or, where the model's tokenizer is public, an exact [`TokenCounter`] for whole messages,
+/// texts and requests (parts of messages, which no provider bills alone, keep the prior).
+#[derive(Debug, Clone, Copy)]
 pub struct Estimator {
     /// The per-class prior.
     pub weights: Weights,
-    /// Calibrated scale, or the starting scale times the safety margin.
+    /// Calibrated scale, or the starting scale times the safety margin. It scales the
+    /// prior only, never an exact count.
     pub multiplier: f64,
+    /// The exact counter of the model, if its tokenizer is public.
+    pub counter: Option<&'static dyn TokenCounter>,
+}
+
+impl PartialEq for Estimator {
+    fn eq(&self, other: &Self) -> bool {
+        let key = |c: Option<&'static dyn TokenCounter>| c.map(|c| c.key());
+        self.weights == other.weights
+            && self.multiplier == other.multiplier
+            && key(self.counter) == key(other.counter)
+    }
 }
 
 impl Estimator {
-    /// An estimator with these weights and calibration multiplier.
+    /// An estimator with these weights and calibration multiplier (the prior only).
     pub fn new(weights: Weights, multiplier: f64) -> Self {
         Estimator {
             weights,
             multiplier,
+            counter: None,
         }
     }
 
-    /// Tokens of some class counts, rounded up.
+    /// The same estimator counting exactly with `counter` where it can.
+    pub fn with_counter(self, counter: Option<&'static dyn TokenCounter>) -> Self {
+        Estimator { counter, ..self }
+    }
+
+    /// Tokens of some class counts, rounded up (always the prior: class counts carry no
+    /// text to tokenize).
     pub fn tokens_of(&self, counts: &ClassCounts) -> u64 {
         (self.weights.prior(counts) * self.multiplier).ceil() as u64
     }
 
-    /// Tokens of a whole request (messages and `tools`).
+    /// Tokens of a whole request (messages and `tools`): exact with a counter.
     pub fn tokens(&self, conversation: &Conversation) -> u64 {
-        self.tokens_of(&ClassCounts::of_conversation(conversation))
+        match self.counter {
+            Some(counter) => counter.request(conversation),
+            None => self.tokens_of(&ClassCounts::of_conversation(conversation)),
+        }
     }
 
-    /// Tokens of one message (cached counts).
+    /// Tokens of one message (cached counts, or the cached exact count).
     pub fn message_tokens(&self, message: &Message) -> u64 {
-        self.tokens_of(&message.counts())
+        match self.counter {
+            Some(counter) => message.exact_tokens(counter.key(), || counter.message(message)),
+            None => self.tokens_of(&message.counts()),
+        }
     }
 
     /// Tokens of a text.
     pub fn text_tokens(&self, text: &str) -> u64 {
-        self.tokens_of(&ClassCounts::of_str(text))
+        match self.counter {
+            Some(counter) => counter.text(text),
+            None => self.tokens_of(&ClassCounts::of_str(text)),
+        }
     }
 
     /// The weight of one character, calibrated.
@@ -124,71 +159,6 @@ impl Estimator {
 impl Default for Estimator {
     fn default() -> Self {
         Estimator::new(Weights::default(), 1.0)
-    }
-}
-
-/// Exact token counts with a real tokenizer (feature `exact`): the yardstick.
-#[cfg(feature = "exact")]
-pub mod exact {
-    use crate::conversation::{Block, Conversation};
-
-    /// The tokenizers available for exact counts.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-    pub enum Encoding {
-        /// OpenAI's `o200k_base` (GPT-4o and later).
-        O200kBase,
-        /// OpenAI's `cl100k_base` (GPT-4, GPT-3.5).
-        Cl100kBase,
-    }
-
-    /// A loaded tokenizer.
-    pub struct ExactCounter {
-        bpe: tiktoken_rs::CoreBPE,
-    }
-
-    impl ExactCounter {
-        /// Loads the tokenizer's ranks (embedded in tiktoken-rs; no network).
-        pub fn new(encoding: Encoding) -> Result<Self, crate::error::Error> {
-            let bpe = match encoding {
-                Encoding::O200kBase => tiktoken_rs::o200k_base(),
-                Encoding::Cl100kBase => tiktoken_rs::cl100k_base(),
-            }
-            .map_err(|e| crate::error::Error::Tokenizer(e.to_string()))?;
-            Ok(ExactCounter { bpe })
-        }
-
-        /// Tokens of a text.
-        pub fn count(&self, text: &str) -> usize {
-            self.bpe.encode_ordinary(text).len()
-        }
-
-        /// Tokens of a request, counted over the same texts the prior counts, with the same
-        /// fixed per-message and per-binary-block costs.
-        pub fn count_conversation(&self, conversation: &Conversation) -> usize {
-            let weights = crate::estimate::Weights::default();
-            let mut total = 0usize;
-            for message in &conversation.messages {
-                total += weights.per_message as usize;
-                total += self.count_blocks(message.blocks(), &weights);
-            }
-            if let Some(tools) = conversation.tools() {
-                total += self.count(&tools.to_string());
-            }
-            total
-        }
-
-        fn count_blocks(&self, blocks: &[Block], weights: &crate::estimate::Weights) -> usize {
-            blocks
-                .iter()
-                .map(|block| match block {
-                    Block::Text(t) => self.count(&t.text),
-                    Block::ToolCall(c) => self.count(&c.name) + self.count(&c.arguments_text()),
-                    Block::ToolResult(r) => self.count_blocks(&r.content, weights),
-                    Block::Binary(_) => weights.per_binary_block as usize,
-                    Block::Thinking(o) | Block::Other(o) => self.count(&o.raw.to_string()),
-                })
-                .sum()
-        }
     }
 }
 

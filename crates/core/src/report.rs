@@ -137,6 +137,22 @@ pub struct Report {
 }
 
 impl Report {
+    /// The report of a request that went upstream as it came after one call: what
+    /// [`ContextManager::call`](crate::ContextManager::call) reports when no strategy ran.
+    /// For a caller that decided so without the engine (the proxy's fast path).
+    pub fn untouched(
+        format: Format,
+        budget: Budget,
+        tokens: u64,
+        messages: usize,
+        scale: f64,
+    ) -> Self {
+        Report {
+            calls: 1,
+            ..Report::start(format, budget, tokens, messages, scale)
+        }
+    }
+
     pub(crate) fn start(
         format: Format,
         budget: Budget,

@@ -21,6 +21,7 @@
 //! background_jobs = 4            # background summaries running at once, at most
 //! background_summary_ratio = 0.8 # the pre-threshold, a share of E below the preemptive 0.9
 //! admin_token = "..."            # opens the status page (GET /) to other hosts with this token
+//! fast_path = true               # send a request the cascade would not change without parsing it
 //! calibration_prior_tokens = 32000   # size-weighted calibration; 0 (default) is SPEC's EMA
 //! summarizer = "offline"         # or an OpenAI/Anthropic-compatible base URL
 //! summarizer_model = "gpt-4o-mini"
@@ -132,6 +133,10 @@ pub struct ProxyConfig {
     /// Opens the status page (`GET /`) to any client presenting it; without it the page is
     /// served to loopback clients only.
     pub admin_token: Option<crate::status::AdminToken>,
+    /// Send a request the cascade would leave as it is upstream without parsing it into a
+    /// conversation (same bytes, same decision; see the proxy's fastpath module). On by
+    /// default.
+    pub fast_path: bool,
     /// `[[model]]` tables: read by [`Catalog::with_overrides_toml`] from the same text, only
     /// accepted here.
     #[serde(rename = "model")]
@@ -174,6 +179,7 @@ impl Default for ProxyConfig {
             background_jobs: crate::background::DEFAULT_BACKGROUND_JOBS,
             state: None,
             admin_token: None,
+            fast_path: true,
             model_tables: IgnoredAny,
             summarizer: SummarizerSpec::Offline,
             cascade: CascadeConfig::default(),

@@ -35,6 +35,7 @@ pub mod cut;
 pub mod decisions;
 pub mod discovery;
 pub mod error;
+mod fastpath;
 pub mod labels;
 pub mod limits;
 pub mod memory;

@@ -124,6 +124,10 @@ pub struct Watched<'a> {
     inner: UpstreamCall<'a>,
     format: Format,
     learned: std::sync::Mutex<Option<Learned>>,
+    /// What the upstream already answered to the first call's request (the fast path's
+    /// overflow): the first call returns it rather than sending the request again, so the
+    /// whole exchange stays within `max_calls`.
+    answered: std::sync::Mutex<Option<LlmError>>,
 }
 
 impl<'a> Watched<'a> {
@@ -133,7 +137,14 @@ impl<'a> Watched<'a> {
             inner,
             format,
             learned: std::sync::Mutex::new(None),
+            answered: std::sync::Mutex::new(None),
         }
+    }
+
+    /// The first call answers `error`, which the upstream gave to that same request.
+    pub fn answered_already(self, error: Option<LlmError>) -> Self {
+        *self.answered.lock().unwrap_or_else(|p| p.into_inner()) = error;
+        self
     }
 
     /// The smallest limit an overflow error of this request stated.
@@ -157,6 +168,15 @@ impl<'a> Watched<'a> {
         &self,
         conversation: &Conversation,
     ) -> Result<Completion<UpstreamOutput>, LlmError> {
+        let answered = self
+            .answered
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(error) = answered {
+            self.note(&error);
+            return Err(error);
+        }
         let result =
             match self.inner.call(conversation).await {
                 Ok(Completion {

@@ -24,6 +24,7 @@ use crate::config::ProxyConfig;
 use crate::cut::complete_events;
 use crate::discovery::{Learned, Windows};
 use crate::error::{ErrorKind, ProxyError, error_response};
+use crate::fastpath::Served;
 use crate::labels::ModelLabels;
 use crate::limits::{Limits, deadline_body, serve_connections};
 use crate::memory;
@@ -57,6 +58,8 @@ pub struct AppState {
     pub(crate) client: reqwest::Client,
     /// SQLite, or Redis shared with other replicas (see [`crate::store`]).
     pub(crate) store: Arc<dyn StateStore>,
+    /// Requests the cascade would leave alone skip it (issue 15).
+    pub(crate) fastpath: crate::fastpath::FastPath,
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) responses: ResponsesCounters,
     /// Whose state a request may see (keyed hashes of credentials).
@@ -108,6 +111,7 @@ impl AppState {
         let manager = ContextManager::new(config.cascade)
             .with_catalog(config.catalog)
             .with_summarizer(cached);
+        let manager = crate::fastpath::exact_counts(manager);
         let mut calibration = Calibration::new();
         for (model, scale) in restored {
             calibration.set(&model, scale);
@@ -128,6 +132,7 @@ impl AppState {
             manager,
             client,
             store,
+            fastpath: crate::fastpath::FastPath::new(config.fast_path),
             metrics,
             responses: ResponsesCounters::default(),
             tenancy,
@@ -160,7 +165,7 @@ impl AppState {
 
     /// Persists the calibration of `model` after an observation (only for a model name
     /// something other than the client vouched for: see [`ModelLabels`]).
-    async fn save_scale(&self, model: &str) {
+    pub(crate) async fn save_scale(&self, model: &str) {
         if !self.labels.is_known(model) {
             return;
         }
@@ -299,6 +304,11 @@ pub(crate) async fn cascade(state: &Arc<AppState>, format: Format, request: Requ
         Ok(bytes) => bytes,
         Err(answer) => return answer,
     };
+    let overflowed = match crate::fastpath::serve(state, format, &parts, &bytes).await {
+        Served::Answered(response) => return response,
+        Served::Declined => None,
+        Served::Overflowed(error) => Some(error),
+    };
     let mut body: Value = match serde_json::from_slice(&bytes) {
         Ok(body) => body,
         Err(e) => {
@@ -365,7 +375,7 @@ pub(crate) async fn cascade(state: &Arc<AppState>, format: Format, request: Requ
         stream,
         timeout: state.upstream_timeout,
     };
-    let call = Watched::new(call, format);
+    let call = Watched::new(call, format).answered_already(overflowed);
     crate::shared::before_call(state).await;
     // The summary cache below the engine sees the tenant through the task.
     let result = TENANT
@@ -385,6 +395,8 @@ pub(crate) async fn cascade(state: &Arc<AppState>, format: Format, request: Requ
     }
     let admitted = state.labels.is_known(&model).then_some(model.as_str());
     (state.status.recorder).record(&key, admitted, &result, &conversation);
+    let changed = !matches!(&result, Ok(called) if called.report.steps.is_empty());
+    state.fastpath.settle(&key, untouched && !changed);
     match result {
         Ok(called) => {
             let report = called.report;
@@ -395,7 +407,8 @@ pub(crate) async fn cascade(state: &Arc<AppState>, format: Format, request: Requ
             }
             state.save_scale(&model).await;
             background::after_answer(state, &key, &tenant, &conversation, budget, &report);
-            let mut response = success(state, called.output, &conversation, model);
+            let prior = state.manager.prior(&conversation);
+            let mut response = success(state, called.output, format, prior, model);
             add_report_header(&mut response, &report);
             response
         }
@@ -504,10 +517,11 @@ async fn remember(
 }
 
 /// The client's answer for a successful upstream call.
-fn success(
+pub(crate) fn success(
     state: &Arc<AppState>,
     output: UpstreamOutput,
-    sent: &Conversation,
+    format: Format,
+    prior: f64,
     model: String,
 ) -> Response {
     match output {
@@ -524,11 +538,10 @@ fn success(
         UpstreamOutput::Stream(upstream) => {
             let status = upstream.status();
             let headers = response_headers(upstream.headers());
-            let prior = state.manager.prior(sent);
             let observer = state.clone();
-            let provider = Provider::for_format(sent.format);
+            let provider = Provider::for_format(format);
             let idle = state.upstream_timeout;
-            let events = complete_events(sent.format, upstream.bytes_stream(), idle);
+            let events = complete_events(format, upstream.bytes_stream(), idle);
             let body = scan_usage(provider, events, move |tokens| {
                 observer.manager.observe(&model, prior, tokens);
                 // The stream's callback is synchronous: the write goes on its own task.
@@ -544,7 +557,7 @@ fn success(
 }
 
 /// The client's answer when the upstream call failed with something other than overflow.
-fn upstream_failure(format: Format, error: &LlmError) -> Response {
+pub(crate) fn upstream_failure(format: Format, error: &LlmError) -> Response {
     match error {
         LlmError::Status {
             status,
@@ -569,7 +582,7 @@ fn upstream_failure(format: Format, error: &LlmError) -> Response {
     }
 }
 
-fn add_report_header(response: &mut Response, report: &Report) {
+pub(crate) fn add_report_header(response: &mut Response, report: &Report) {
     if report.steps.is_empty() && report.fits {
         return;
     }

@@ -89,7 +89,8 @@ fn session(exchanges: usize) -> Value {
         );
         messages.push(json!({"role": "tool", "tool_call_id": id, "content": output}));
     }
-    json!({"model": "gpt-4o", "messages": messages})
+    // Estimated with the prior (no exact tokenizer for this id): the sizes above are sized by it.
+    json!({"model": "local-model", "messages": messages})
 }
 
 /// Sends the session turn by turn until a request runs ④; returns the summarizer calls

@@ -10,6 +10,7 @@
 //!
 //! The timelines are in memory, per replica: a restart or another replica starts empty.
 
+pub mod digest;
 pub mod page;
 pub mod record;
 pub mod svg;

@@ -13,16 +13,15 @@
 //! steps per request, and one prefix digest per conversation (not the messages).
 
 use std::collections::{HashMap, VecDeque};
-use std::fmt::Write as _;
 use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use context_cascade::TrailStats;
 use context_cascade::replay::PrefixStability;
-use context_cascade::{Block, Format, Opaque, TrailStats};
-use context_cascade::{CallError, Called, Conversation, Message, Report, Step, Strategy};
-use serde_json::{Map, Value};
+use context_cascade::{CallError, Called, Conversation, Report, Step, Strategy};
 use sha2::{Digest, Sha256};
-use xxhash_rust::xxh3::Xxh3;
+
+use super::digest::{PrefixDigest, RequestDigest};
 
 /// Steps kept per request (the cascade runs a handful; a longer list is cut).
 pub const MAX_STEPS: usize = 16;
@@ -180,13 +179,6 @@ impl Timeline {
     }
 }
 
-/// The digest of a request's first `parts` parts (the envelope, then each message).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct PrefixDigest {
-    parts: usize,
-    hash: u64,
-}
-
 /// What every conversation shares: totals over all requests, kept or not.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Totals {
@@ -242,11 +234,24 @@ impl Recorder {
             Err(e @ CallError::Exhausted { .. }) => (e.report(), Outcome::Exhausted),
             Err(e @ CallError::Llm { .. }) => (e.report(), Outcome::Failed),
         };
+        self.record_report(key, model, report, outcome, &RequestDigest::of(sent));
+    }
+
+    /// Records one request from its report and the digest of what went upstream (the fast
+    /// path's way: it has no parsed conversation, only the hashes of its parts).
+    pub fn record_report(
+        &self,
+        key: &str,
+        model: Option<&str>,
+        report: &Report,
+        outcome: Outcome,
+        sent: &RequestDigest,
+    ) {
         let id = short_id(key);
         let now = unix_now();
-        // The digests are computed outside the lock: they walk the whole request.
+        // The digests are chained outside the lock.
         let previous = self.previous_parts(&id);
-        let (at_previous, digest) = digest(sent, previous);
+        let (at_previous, digest) = sent.chained(previous);
         let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         inner.tick += 1;
         let tick = inner.tick;
@@ -367,129 +372,10 @@ fn unix_now() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-/// The digest of `sent`'s parts (the format and envelope, then each message, as
-/// `context_cascade::replay::conversation_extends` compares them): of the first
-/// `previous` parts when the request has that many, and of all of them.
-///
-/// It walks the whole request on every call, so it feeds the bytes straight to xxh3:
-/// formatting the blocks with `{:?}` into SipHash cost about 0.3 ms on a 100K-token
-/// request (`proxy_latency`, A/B), more than the rest of the proxy's own work.
-fn digest(sent: &Conversation, previous: Option<usize>) -> (Option<u64>, PrefixDigest) {
-    let mut hasher = Xxh3::new();
-    hash_envelope(&mut hasher, sent.format, sent);
-    let mut at_previous = (previous == Some(1)).then(|| hasher.digest());
-    for (i, message) in sent.messages.iter().enumerate() {
-        hash_message(&mut hasher, message);
-        if previous == Some(i + 2) {
-            at_previous = Some(hasher.digest());
-        }
-    }
-    let digest = PrefixDigest {
-        parts: sent.messages.len() + 1,
-        hash: hasher.digest(),
-    };
-    (at_previous, digest)
-}
-
-/// Feeds formatted text to a hasher without building the string.
-struct HashWriter<'a>(&'a mut Xxh3);
-
-impl std::fmt::Write for HashWriter<'_> {
-    fn write_str(&mut self, s: &str) -> std::fmt::Result {
-        self.0.update(s.as_bytes());
-        Ok(())
-    }
-}
-
-/// A string, then a separator no JSON text or UTF-8 string contains.
-fn hash_str(hasher: &mut Xxh3, s: &str) {
-    hasher.update(s.as_bytes());
-    hasher.update(&[0xff]);
-}
-
-fn hash_value(hasher: &mut Xxh3, value: &Value) {
-    match value {
-        // Strings (tool arguments, mostly) go in as they are; anything else as its JSON text.
-        Value::String(s) => {
-            hasher.update(b"s");
-            hash_str(hasher, s);
-        }
-        other => {
-            let _ = write!(HashWriter(hasher), "{other}");
-            hasher.update(&[0xff]);
-        }
-    }
-}
-
-fn hash_fields(hasher: &mut Xxh3, fields: &Map<String, Value>) {
-    for (key, value) in fields {
-        hash_str(hasher, key);
-        hash_value(hasher, value);
-    }
-    hasher.update(&[0xfd]);
-}
-
-fn hash_envelope(hasher: &mut Xxh3, format: Format, sent: &Conversation) {
-    // The envelope's JSON text is what goes on the wire, so equal text is an equal part.
-    hash_str(hasher, format.as_str());
-    hash_fields(hasher, &sent.envelope);
-}
-
-fn hash_blocks(hasher: &mut Xxh3, blocks: &[Block]) {
-    for block in blocks {
-        match block {
-            Block::Text(text) => {
-                hasher.update(&[1]);
-                hash_str(hasher, &text.text);
-                hash_fields(hasher, &text.fields);
-            }
-            Block::ToolCall(call) => {
-                hasher.update(&[2, u8::from(call.legacy)]);
-                hash_str(hasher, &call.id);
-                hash_str(hasher, &call.name);
-                hash_value(hasher, &call.arguments);
-                hash_fields(hasher, &call.fields);
-                hash_fields(hasher, &call.function_fields);
-            }
-            Block::ToolResult(result) => {
-                hasher.update(&[3]);
-                hash_str(hasher, &result.call_id);
-                hash_str(hasher, result.tool_name.as_deref().unwrap_or("\u{0}"));
-                hash_blocks(hasher, &result.content);
-                let _ = write!(HashWriter(hasher), "{:?}", result.shape);
-                hash_fields(hasher, &result.fields);
-            }
-            Block::Binary(opaque) => hash_opaque(hasher, 4, opaque),
-            Block::Thinking(opaque) => hash_opaque(hasher, 5, opaque),
-            Block::Other(opaque) => hash_opaque(hasher, 6, opaque),
-        }
-    }
-    hasher.update(&[0xfc]);
-}
-
-fn hash_opaque(hasher: &mut Xxh3, tag: u8, opaque: &Opaque) {
-    hasher.update(&[tag]);
-    hash_value(hasher, &opaque.raw);
-}
-
-fn hash_message(hasher: &mut Xxh3, message: &Message) {
-    // Everything `Message`'s equality compares (not its cached counts).
-    let _ = write!(
-        HashWriter(hasher),
-        "{:?}{:?}{}",
-        message.role(),
-        message.shape(),
-        message.is_pinned()
-    );
-    hash_blocks(hasher, message.blocks());
-    hash_fields(hasher, message.fields());
-    hasher.update(&[0xfe]);
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use context_cascade::{Budget, CascadeConfig, ContextManager, Role};
+    use context_cascade::{Budget, CascadeConfig, ContextManager, Format, Message, Role};
 
     fn conversation(texts: &[&str]) -> Conversation {
         let mut c = Conversation::new(Format::OpenAi);

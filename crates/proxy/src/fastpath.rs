@@ -1,0 +1,484 @@
+//! The fast path: a request the cascade would leave exactly as it is goes upstream without
+//! being parsed into a conversation (issue 15, "≤ 1 ms added at 100K tokens").
+//!
+//! An agent resends its whole history on every call, and most calls need nothing. Parsing
+//! 400 kB into a `serde_json::Value` alone takes about 1 ms, so the fast path never does:
+//! it scans the body into borrowed raw messages (a validating scan, no allocation per
+//! string), and looks every message up by a hash of its bytes in a memo of the facts the
+//! decision needs (class counts, the largest tool result, the exact count, whether it is a
+//! remember request or carries a pin). Only messages not seen before are parsed, each on
+//! its own; a request that extends the previous one costs its new messages and the scan.
+//!
+//! It takes a request only when the slow path provably changes nothing: OpenAI Chat
+//! format; the conversation's previous request went through untouched (no sticky prefix
+//! to stitch, nothing compacted) — [`FastPath::settle`] records that; no remember request,
+//! no pin, no stored fact to put back; and by the engine's own numbers (the same counts,
+//! the same estimator) no strategy fires: no tool result over ①'s share, the total under
+//! ②'s headroom and the preemptive threshold. Then the client's bytes go upstream as they
+//! came, which is what the slow path sends for an untouched request. An upstream overflow
+//! hands the request to the slow path (which calls again and recovers).
+
+use std::collections::{HashMap, HashSet};
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::{Arc, Mutex};
+
+use axum::http::HeaderMap;
+use axum::http::request::Parts;
+use axum::response::Response;
+use bytes::Bytes;
+use cascade_llm::Provider;
+use context_cascade::estimate::{ClassCounts, Estimator};
+use context_cascade::format::message_facts::{role, user_text};
+use context_cascade::format::parse_value;
+use context_cascade::{Budget, CascadeConfig, Conversation, Format, Role};
+use context_cascade::{Llm, Report};
+use serde::de::{Deserializer, MapAccess, Visitor};
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+use crate::metrics::CallOutcome;
+use crate::server::{AppState, add_report_header, success, upstream_failure};
+use crate::status::digest::{RequestDigest, envelope_hash, message_hash};
+use crate::status::record::Outcome;
+use crate::upstream::{UpstreamCall, forwarded_headers};
+
+/// At most this many messages' facts are kept; a full memo starts over.
+const FACTS_CAPACITY: usize = 1 << 18;
+/// At most this many conversations are remembered as clean; a full set starts over.
+const CLEAN_CAPACITY: usize = 1 << 16;
+
+type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher64>>;
+
+/// What the decision needs to know about one message, from its bytes alone.
+#[derive(Debug, Clone, Copy)]
+struct Facts {
+    role: Option<Role>,
+    /// A user message with non-blank text (the first one names the conversation).
+    user_text: bool,
+    /// A remember request, or a `_pin` marker: the slow path must see it.
+    blocks: bool,
+    counts: ClassCounts,
+    /// The prior of the message's largest tool result (①'s check).
+    largest_result: f64,
+    /// The exact count under one counter (its key, the count).
+    exact: Option<(usize, u64)>,
+    /// The message's hash for the status page's prefix digest.
+    digest: u64,
+}
+
+/// The fast path's memory: facts per message bytes, and which conversations are clean.
+pub(crate) struct FastPath {
+    enabled: bool,
+    facts: Mutex<FxMap<(u64, usize), Facts>>,
+    clean: Mutex<HashSet<String>>,
+}
+
+/// A request the fast path can send as it is.
+pub(crate) struct Decision {
+    /// The request without its messages (model, tools, limits).
+    pub(crate) skeleton: Conversation,
+    /// The budget it was checked against.
+    pub(crate) budget: Budget,
+    /// The engine's estimate of the whole request.
+    pub(crate) tokens: u64,
+    /// Its uncalibrated prior (to pair with the usage the provider reports).
+    pub(crate) prior: f64,
+    /// How many messages it holds.
+    pub(crate) messages: usize,
+    /// The estimator used.
+    pub(crate) estimator: Estimator,
+    /// The conversation's tenancy key (as the slow path computes it).
+    pub(crate) key: String,
+    /// What went upstream, as the status page digests it.
+    pub(crate) digest: RequestDigest,
+}
+
+/// The body's top-level keys, the messages borrowed raw.
+struct Scan<'a> {
+    messages: Vec<&'a RawValue>,
+    rest: Vec<(String, &'a RawValue)>,
+}
+
+impl<'de> serde::Deserialize<'de> for Scan<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct ScanVisitor;
+        impl<'de> Visitor<'de> for ScanVisitor {
+            type Value = Scan<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a request object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Scan<'de>, A::Error> {
+                let mut messages = None;
+                let mut rest = Vec::new();
+                while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                    if key == "messages" && messages.is_none() {
+                        messages = Some(map.next_value::<Vec<&'de RawValue>>()?);
+                    } else {
+                        rest.push((key.into_owned(), map.next_value::<&'de RawValue>()?));
+                    }
+                }
+                let messages =
+                    messages.ok_or_else(|| serde::de::Error::missing_field("messages"))?;
+                Ok(Scan { messages, rest })
+            }
+        }
+        deserializer.deserialize_map(ScanVisitor)
+    }
+}
+
+/// FxHash (rustc's), 64-bit: a memo key computed over every byte of every request.
+#[derive(Default)]
+pub(crate) struct FxHasher64(u64);
+
+impl Hasher for FxHasher64 {
+    fn write(&mut self, bytes: &[u8]) {
+        const K: u64 = 0xf135_7aea_2e62_a9c5;
+        let mut chunks = bytes.chunks_exact(8);
+        for chunk in &mut chunks {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(chunk);
+            self.0 = (self.0.rotate_left(26) ^ u64::from_le_bytes(word)).wrapping_mul(K);
+        }
+        for &byte in chunks.remainder() {
+            self.0 = (self.0.rotate_left(26) ^ u64::from(byte)).wrapping_mul(K);
+        }
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+fn bytes_key(bytes: &[u8]) -> (u64, usize) {
+    let mut hasher = FxHasher64::default();
+    hasher.write(bytes);
+    (hasher.finish(), bytes.len())
+}
+
+impl FastPath {
+    /// A fast path, taken only when `enabled` (`fast_path` in the configuration).
+    pub(crate) fn new(enabled: bool) -> Self {
+        FastPath {
+            enabled,
+            facts: Mutex::default(),
+            clean: Mutex::default(),
+        }
+    }
+
+    /// Records how the slow path left a conversation: only one that went upstream
+    /// untouched (nothing stitched, injected, pinned or compacted) may take the fast path.
+    pub(crate) fn settle(&self, key: &str, untouched: bool) {
+        let mut clean = self.clean.lock().unwrap_or_else(|p| p.into_inner());
+        if !untouched {
+            clean.remove(key);
+            return;
+        }
+        if clean.len() >= CLEAN_CAPACITY {
+            clean.clear();
+        }
+        clean.insert(key.to_owned());
+    }
+
+    /// Whether a conversation went upstream untouched last time.
+    fn is_clean(&self, key: &str) -> bool {
+        (self.clean.lock().unwrap_or_else(|p| p.into_inner())).contains(key)
+    }
+
+    /// The facts of one message, from the memo or by parsing it alone. `None` when it does
+    /// not parse on its own (the slow path will say why).
+    fn facts(
+        &self,
+        raw: &RawValue,
+        config: &CascadeConfig,
+        estimator: &Estimator,
+    ) -> Option<Facts> {
+        let key = bytes_key(raw.get().as_bytes());
+        let counter_key = estimator.counter.map(|c| c.key());
+        let cached = (self.facts.lock().unwrap_or_else(|p| p.into_inner()))
+            .get(&key)
+            .copied();
+        if let Some(facts) = cached.filter(|f| f.exact.map(|e| e.0) == counter_key) {
+            return Some(facts);
+        }
+        let value: Value = serde_json::from_str(raw.get()).ok()?;
+        let text = user_text(&value);
+        let parsed = parse_value(
+            serde_json::json!({ "messages": [value.clone()] }),
+            Some(Format::OpenAi),
+        )
+        .ok()?;
+        let message = parsed.messages.first()?;
+        let remember = message.role() == Role::User
+            && (config.remember.is_remember_request(&message.text_content())
+                || text
+                    .as_deref()
+                    .is_some_and(|t| config.remember.is_remember_request(t)));
+        let largest_result = (message.tool_results())
+            .map(|r| config.weights.prior(&ClassCounts::of_blocks(&r.content)))
+            .fold(0.0, f64::max);
+        let facts = Facts {
+            role: role(&value),
+            user_text: text.is_some(),
+            blocks: remember || message.is_pinned() || message.fields().contains_key("_pin"),
+            counts: message.counts(),
+            largest_result,
+            exact: estimator.counter.map(|c| (c.key(), c.message(message))),
+            digest: message_hash(message),
+        };
+        let mut memo = self.facts.lock().unwrap_or_else(|p| p.into_inner());
+        if memo.len() >= FACTS_CAPACITY {
+            memo.clear();
+        }
+        memo.insert(key, facts);
+        Some(facts)
+    }
+}
+
+/// The request without its messages, parsed: model, tools, output limits.
+fn skeleton(scan: &Scan<'_>) -> Option<Conversation> {
+    let mut body = serde_json::Map::new();
+    for (key, raw) in &scan.rest {
+        body.insert(key.clone(), serde_json::from_str(raw.get()).ok()?);
+    }
+    body.insert("messages".into(), Value::Array(Vec::new()));
+    parse_value(Value::Object(body), Some(Format::OpenAi)).ok()
+}
+
+/// The conversation key the slow path computes ([`crate::memory::conversation_key`]),
+/// from the system messages and the first user message only.
+fn conversation_key(headers: &HeaderMap, scan: &Scan<'_>, facts: &[Facts]) -> Option<String> {
+    let mut named = Vec::new();
+    let mut first_user = None;
+    for (raw, f) in scan.messages.iter().zip(facts) {
+        if f.role.is_some_and(Role::is_system) {
+            named.push(serde_json::from_str::<Value>(raw.get()).ok()?);
+        } else if first_user.is_none() && f.user_text {
+            first_user = Some(serde_json::from_str::<Value>(raw.get()).ok()?);
+        }
+    }
+    named.extend(first_user);
+    let body = serde_json::json!({ "messages": named });
+    Some(crate::memory::conversation_key(
+        headers,
+        &body,
+        Format::OpenAi,
+    ))
+}
+
+/// Whether the request needs nothing from the cascade, and if so what the slow path's
+/// engine would have said about it. `budget` resolves the window for the model.
+pub(crate) async fn decide<B, F>(
+    fast: &FastPath,
+    manager: &context_cascade::ContextManager,
+    headers: &HeaderMap,
+    tenant: &str,
+    bytes: &[u8],
+    background: bool,
+    budget: B,
+) -> Option<Decision>
+where
+    B: FnOnce(String, u64) -> F,
+    F: std::future::Future<Output = Budget>,
+{
+    let scan: Scan<'_> = serde_json::from_slice(bytes).ok()?;
+    let skeleton = skeleton(&scan)?;
+    let model = skeleton.model().unwrap_or("").to_owned();
+    let config = manager.config();
+    let estimator = manager.estimator(&model);
+    let facts: Vec<Facts> = (scan.messages.iter())
+        .map(|raw| fast.facts(raw, config, &estimator))
+        .collect::<Option<_>>()?;
+    if facts.iter().any(|f| f.blocks) {
+        return None;
+    }
+    let key = crate::tenancy::Tenancy::scoped(tenant, &conversation_key(headers, &scan, &facts)?);
+    if !fast.is_clean(&key) {
+        return None;
+    }
+    let mut counts = (facts.iter()).fold(ClassCounts::default(), |acc, f| acc + f.counts);
+    if let Some(tools) = skeleton.tools() {
+        counts += ClassCounts::of_json(tools);
+    }
+    let tokens = match estimator.counter {
+        Some(counter) => {
+            let messages: u64 = facts.iter().filter_map(|f| f.exact.map(|e| e.1)).sum();
+            messages + counter.request_overhead(&skeleton)
+        }
+        None => estimator.tokens_of(&counts),
+    };
+    let largest = facts.iter().map(|f| f.largest_result).fold(0.0, f64::max);
+    let budget = budget(model, skeleton.output_reserve()).await;
+    let largest_tokens = (largest * estimator.multiplier).ceil() as u64;
+    // Past the pre-threshold the slow path may start a background summary (when on).
+    let background = background.then_some(config.background_summary_ratio);
+    let nothing_fires = largest_tokens <= budget.share(config.single_tool_result_share)
+        && tokens <= budget.share(config.headroom_ratio)
+        && tokens <= budget.share(config.preemptive_ratio)
+        && background.is_none_or(|ratio| tokens <= budget.share(ratio));
+    let envelope = envelope_hash(Format::OpenAi, &skeleton.envelope);
+    let digest = RequestDigest::from_parts(envelope, facts.iter().map(|f| f.digest));
+    nothing_fires.then(|| Decision {
+        budget,
+        prior: config.weights.prior(&counts),
+        messages: facts.len(),
+        skeleton,
+        tokens,
+        estimator,
+        key,
+        digest,
+    })
+}
+
+/// How the fast path left a request.
+pub(crate) enum Served {
+    /// The client's answer.
+    Answered(Response),
+    /// The request needs the cascade: the slow path runs.
+    Declined,
+    /// The upstream said the context overflowed: the slow path recovers, starting from
+    /// this answer (its first call returns it instead of sending the request again).
+    Overflowed(context_cascade::LlmError),
+}
+
+/// The fast path for one request on the OpenAI Chat route.
+pub(crate) async fn serve(
+    state: &Arc<AppState>,
+    format: Format,
+    parts: &Parts,
+    bytes: &Bytes,
+) -> Served {
+    if format != Format::OpenAi || !state.fastpath.enabled {
+        return Served::Declined;
+    }
+    match answer(state, format, parts, bytes).await {
+        Some(Ok(response)) => Served::Answered(response),
+        Some(Err(overflow)) => Served::Overflowed(overflow),
+        None => Served::Declined,
+    }
+}
+
+/// The answer when the fast path takes the request: the response, or the upstream's
+/// overflow error; `None` when it does not take it.
+async fn answer(
+    state: &Arc<AppState>,
+    format: Format,
+    parts: &Parts,
+    bytes: &Bytes,
+) -> Option<Result<Response, context_cascade::LlmError>> {
+    let tenant = state.tenancy.tenant(&parts.headers);
+    let headers = forwarded_headers(&parts.headers, true);
+    // The scales other replicas persisted count here as they would on the slow path.
+    crate::shared::before_call(state).await;
+    let resolved = Mutex::new(None);
+    let budget = |model: String, reserve: u64| {
+        let headers = &headers;
+        let resolved = &resolved;
+        async move {
+            let (window, source) = (state.windows)
+                .resolve(&state.client, &state.upstream, headers, &model)
+                .await;
+            *resolved.lock().unwrap_or_else(|p| p.into_inner()) = Some(source);
+            state.windows.budget(&model, window, source, reserve)
+        }
+    };
+    let manager = state.manager();
+    let background = state.background().is_some();
+    let decision = decide(
+        &state.fastpath,
+        manager,
+        &parts.headers,
+        &tenant,
+        bytes,
+        background,
+        budget,
+    )
+    .await?;
+    // A stored fact missing from the request is put back by the slow path; a store that
+    // cannot answer sends the request there too (it says so in /healthz).
+    match state.store.facts(&decision.key).await {
+        Ok(facts) if facts.is_empty() => {}
+        _ => return None,
+    }
+    let model = decision.skeleton.model().unwrap_or("").to_owned();
+    let source = *resolved.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(source) = source {
+        state.metrics.window_source(source.as_str());
+        state.labels.admit(&model, source);
+    }
+    let path = parts
+        .uri
+        .path_and_query()
+        .map_or(parts.uri.path(), |p| p.as_str());
+    let stream = decision
+        .skeleton
+        .envelope
+        .get("stream")
+        .and_then(Value::as_bool)
+        == Some(true);
+    let call = UpstreamCall {
+        provider: Provider::for_format(format),
+        // The skeleton stands for the request: equal to itself, so its bytes go as they came.
+        original: Some((bytes.clone(), decision.skeleton.clone())),
+        client: &state.client,
+        url: format!("{}{path}", state.upstream),
+        headers,
+        stream,
+        timeout: state.upstream_timeout,
+    };
+    let report = Report::untouched(
+        format,
+        decision.budget,
+        decision.tokens,
+        decision.messages,
+        decision.estimator.multiplier,
+    );
+    let result = call.call(&decision.skeleton).await;
+    let outcome = match result {
+        Err(error) if error.overflow().is_some() => return Some(Err(error)),
+        Ok(_) => CallOutcome::Answered,
+        Err(_) => CallOutcome::Failed,
+    };
+    state.metrics.report(&report, outcome);
+    let admitted = state.labels.is_known(&model).then_some(model.as_str());
+    let shown = match outcome {
+        CallOutcome::Answered => Outcome::Answered,
+        _ => Outcome::Failed,
+    };
+    (state.status.recorder).record_report(
+        &decision.key,
+        admitted,
+        &report,
+        shown,
+        &decision.digest,
+    );
+    let mut response = match result {
+        Ok(completion) => {
+            if let Some(real) = completion.prompt_tokens {
+                manager.observe(&model, decision.prior, real);
+            }
+            state.save_scale(&model).await;
+            success(state, completion.output, format, decision.prior, model)
+        }
+        Err(error) => upstream_failure(format, &error),
+    };
+    add_report_header(&mut response, &report);
+    Some(Ok(response))
+}
+
+/// The engine with exact counts for OpenAI models (feature `exact`).
+#[cfg(feature = "exact")]
+pub(crate) fn exact_counts(
+    manager: context_cascade::ContextManager,
+) -> context_cascade::ContextManager {
+    manager.with_token_counters(Arc::new(
+        context_cascade::estimate::exact::counter_for_model,
+    ))
+}
+
+/// Without the feature every model is estimated.
+#[cfg(not(feature = "exact"))]
+pub(crate) fn exact_counts(
+    manager: context_cascade::ContextManager,
+) -> context_cascade::ContextManager {
+    manager
+}
