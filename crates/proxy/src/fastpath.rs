@@ -433,6 +433,7 @@ async fn answer(
         decision.estimator.multiplier,
     );
     let result = call.call(&decision.skeleton).await;
+    state.metrics.fast_path();
     let outcome = match result {
         Err(error) if error.overflow().is_some() => return Some(Err(error)),
         Ok(_) => CallOutcome::Answered,
@@ -481,4 +482,47 @@ pub(crate) fn exact_counts(
     manager: context_cascade::ContextManager,
 ) -> context_cascade::ContextManager {
     manager
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use context_cascade::ContextManager;
+
+    /// The status page's digest of a request the fast path sent, built from its memo, is
+    /// the one the slow path computes from the parsed request: a conversation that moves
+    /// between the two paths keeps its prefix-stability record.
+    #[test]
+    fn the_digest_from_the_memo_is_the_slow_paths() {
+        let path = cascade_test_support::fixture(
+            "transcripts/openhands__llama-4-maverick__ponyc-4588.json",
+        );
+        let fixture: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+        let body = serde_json::json!({
+            "model": "gpt-4o",
+            "max_tokens": 512,
+            "messages": fixture["messages"],
+        });
+        let bytes = serde_json::to_vec(&body).unwrap();
+        let mut parsed = parse_value(body, Some(Format::OpenAi)).unwrap();
+        parsed.resolve_tool_names();
+        let slow = RequestDigest::of(&parsed);
+
+        let manager = ContextManager::new(CascadeConfig::default());
+        let fast = FastPath::new(true);
+        let scan: Scan<'_> = serde_json::from_slice(&bytes).unwrap();
+        let estimator = manager.estimator("gpt-4o");
+        let digests = (scan.messages.iter())
+            .map(|raw| fast.facts(raw, manager.config(), &estimator).unwrap().digest);
+        let skeleton = skeleton(&scan).unwrap();
+        let envelope = envelope_hash(Format::OpenAi, &skeleton.envelope);
+        assert_eq!(RequestDigest::from_parts(envelope, digests), slow);
+        // A message that differs in one byte gives another digest.
+        let edited = String::from_utf8(bytes).unwrap().replacen("ponyc", "ponyd", 1);
+        let scan: Scan<'_> = serde_json::from_str(&edited).unwrap();
+        let digests = (scan.messages.iter())
+            .map(|raw| fast.facts(raw, manager.config(), &estimator).unwrap().digest);
+        assert_ne!(RequestDigest::from_parts(envelope, digests), slow);
+    }
 }

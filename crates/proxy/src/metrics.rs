@@ -28,6 +28,7 @@ struct Counters {
     facts_stored: u64,
     facts_injected: u64,
     prefix_reused: u64,
+    fast_path: u64,
     discovery: BTreeMap<String, u64>,
 }
 
@@ -52,6 +53,8 @@ pub struct Snapshot {
     pub facts_injected: u64,
     /// Requests whose known prefix was re-applied (sticky prefix).
     pub prefix_reused: u64,
+    /// Requests sent upstream as they came without being parsed whole (the fast path).
+    pub fast_path: u64,
     /// Tokens the strategies freed.
     pub tokens_saved: u64,
     /// Tokens the provider bills uncached because a compaction changed the request
@@ -137,6 +140,11 @@ impl Metrics {
         self.with(|c| c.prefix_reused += 1);
     }
 
+    /// A request the fast path sent upstream as it came.
+    pub fn fast_path(&self) {
+        self.with(|c| c.fast_path += 1);
+    }
+
     /// Where a model's window came from (`flag`, `config`, `upstream`, `catalog`, `default`).
     pub fn window_source(&self, source: &str) {
         self.with(|c| *c.discovery.entry(source.to_owned()).or_default() += 1);
@@ -156,6 +164,7 @@ impl Metrics {
                 facts_stored: c.facts_stored,
                 facts_injected: c.facts_injected,
                 prefix_reused: c.prefix_reused,
+                fast_path: c.fast_path,
                 tokens_saved: c.tokens_saved,
                 uncached_tokens: c.uncached_tokens,
             }
@@ -193,7 +202,7 @@ impl Metrics {
                 "cascade_strategies_applied_total{{strategy=\"{strategy}\"}} {n}"
             );
         }
-        let plain: [(&str, &str, u64); 12] = [
+        let plain: [(&str, &str, u64); 13] = [
             (
                 "cascade_tokens_saved_total",
                 "Estimated prompt tokens removed by the cascade.",
@@ -248,6 +257,11 @@ impl Metrics {
                 "cascade_prefix_reused_total",
                 "Requests built on the previous request's compacted prefix.",
                 c.prefix_reused,
+            ),
+            (
+                "cascade_fast_path_total",
+                "Requests sent upstream as they came, without parsing them whole (nothing to compact).",
+                c.fast_path,
             ),
             ("cascade_up", "Whether the proxy is serving.", 1),
         ];

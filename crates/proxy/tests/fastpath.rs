@@ -1,0 +1,203 @@
+//! The fast path (issue 15): a request the cascade would leave as it is goes upstream as it
+//! came, without being parsed whole. It must be invisible: the same bytes upstream, the same
+//! report, the same answer as the slow path, request for request.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, unreachable_pub)] // test code: a failure is a test failure
+
+mod common;
+
+use cascade_test_support::{OverflowKind, overflow_body_sized};
+use common::{Harness, Script, history, start};
+use context_cascade::Role;
+use context_cascade::replay;
+use serde_json::{Value, json};
+
+/// The report header the proxy adds when a strategy ran or the request does not fit.
+const REPORT: &str = "x-context-cascade";
+
+fn fixture_messages(fixture: &str) -> Vec<Value> {
+    let path = cascade_test_support::fixture(&format!("transcripts/{fixture}"));
+    let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let fixture: Value = serde_json::from_slice(&bytes).unwrap();
+    fixture["messages"].as_array().unwrap().clone()
+}
+
+fn call_points(messages: &[Value]) -> Vec<usize> {
+    let roles = (messages.iter()).map(|m| Role::parse(m["role"].as_str().unwrap()).unwrap());
+    replay::call_points(roles)
+}
+
+async fn proxy(window: u64, fast_path: bool) -> Harness {
+    let mut script = Script::new(u64::MAX);
+    script.bytes_per_token = 4.0;
+    start(script, |c| {
+        c.window = Some(window);
+        c.fast_path = fast_path;
+    })
+    .await
+}
+
+/// What a client and the upstream saw of one call.
+#[derive(Debug, PartialEq)]
+struct Exchange {
+    status: u16,
+    report: Option<String>,
+    answer: Vec<u8>,
+}
+
+async fn send(h: &Harness, body: &[u8]) -> Exchange {
+    let response = (h.client)
+        .post(format!("{}/v1/chat/completions", h.proxy))
+        .header("content-type", "application/json")
+        .body(body.to_vec())
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    let report = (response.headers().get(REPORT)).map(|v| v.to_str().unwrap().to_owned());
+    let answer = response.bytes().await.unwrap().to_vec();
+    Exchange {
+        status,
+        report,
+        answer,
+    }
+}
+
+/// Replays `fixture` as its agent sent it through a proxy with the fast path and one
+/// without, and checks every call is the same on both; returns the fast path's count.
+async fn same_on_both(fixture: &str, model: &str, window: u64) -> u64 {
+    let messages = fixture_messages(fixture);
+    let (fast, slow) = (proxy(window, true).await, proxy(window, false).await);
+    for &end in &call_points(&messages) {
+        let body = json!({"model": model, "max_tokens": 4096, "messages": &messages[..end]});
+        let bytes = serde_json::to_vec(&body).unwrap();
+        let (a, b) = (send(&fast, &bytes).await, send(&slow, &bytes).await);
+        assert_eq!(a, b, "{fixture} at {window}, {model}: call ending at {end}");
+    }
+    let (seen_fast, seen_slow) = (fast.script.seen(), slow.script.seen());
+    assert_eq!(seen_fast.len(), seen_slow.len());
+    for (k, (a, b)) in seen_fast.iter().zip(&seen_slow).enumerate() {
+        assert!(
+            a.body == b.body,
+            "{fixture} at {window}: upstream request {k} differs"
+        );
+    }
+    let taken = fast.state.metrics().fast_path;
+    assert_eq!(slow.state.metrics().fast_path, 0);
+    println!(
+        "{fixture} at {window} ({model}): {taken} of {} calls on the fast path",
+        seen_fast.len()
+    );
+    taken
+}
+
+#[tokio::test]
+async fn a_replayed_session_is_the_same_with_and_without_the_fast_path() {
+    // A window the session never fills: after the first call every call takes the fast path.
+    let calls = call_points(&fixture_messages(
+        "openhands__llama-4-maverick__ponyc-4588.json",
+    ));
+    let taken = same_on_both(
+        "openhands__llama-4-maverick__ponyc-4588.json",
+        "gpt-4o",
+        200_000,
+    )
+    .await;
+    assert_eq!(taken as usize, calls.len() - 1);
+    // A window it fills: the fast path takes the calls before the first compaction only.
+    let taken = same_on_both(
+        "openhands__llama-4-maverick__ponyc-4588.json",
+        "gpt-4o",
+        12_000,
+    )
+    .await;
+    assert!(taken > 0 && (taken as usize) < calls.len() - 1, "{taken}");
+}
+
+#[tokio::test]
+async fn models_estimated_with_the_prior_take_the_same_decisions() {
+    let fixture = "claude-code__spotter__6c2214d7-subagent-afc096d.json";
+    let taken = same_on_both(fixture, "claude-sonnet-4-5", 64_000).await;
+    assert!(taken > 0);
+    same_on_both(fixture, "claude-sonnet-4-5", 16_000).await;
+}
+
+#[tokio::test]
+async fn the_fast_path_forwards_the_clients_bytes_as_they_came() {
+    let h = proxy(200_000, true).await;
+    // Unusual spacing and key order: a re-serialised body would differ.
+    let first = r#"{ "messages" : [ {"content":"Summarise the plan.",  "role":"user"} ], "model":"gpt-4o" }"#;
+    let second = r#"{ "messages" : [ {"content":"Summarise the plan.",  "role":"user"}, {"role":"assistant","content":"Done."}, {"content":"Thanks, now the risks.",  "role":"user"} ], "model":"gpt-4o" }"#;
+    assert_eq!(send(&h, first.as_bytes()).await.status, 200);
+    assert_eq!(send(&h, second.as_bytes()).await.status, 200);
+    let seen = h.script.seen();
+    assert_eq!(seen[1].body.as_ref(), second.as_bytes());
+    assert_eq!(h.state.metrics().fast_path, 1);
+}
+
+#[tokio::test]
+async fn an_overflow_on_the_fast_path_is_recovered_without_sending_the_request_twice() {
+    let h = proxy(200_000, true).await;
+    let mut messages = history(6, 600, "What did we decide?");
+    let first = json!({"model": "gpt-4o", "messages": messages.clone()});
+    assert_eq!(
+        send(&h, &serde_json::to_vec(&first).unwrap()).await.status,
+        200
+    );
+    // The provider's window turns out smaller than the proxy thought: the next request
+    // overflows on the fast path, and the slow path recovers from that answer.
+    messages.push(json!({"role": "assistant", "content": "We decided to ship on Friday."}));
+    messages.push(json!({"role": "user", "content": "And who signs off?"}));
+    let second = json!({"model": "gpt-4o", "messages": messages});
+    let (status, error) = overflow_body_sized(OverflowKind::OpenAi, 800, 1_200);
+    h.script.push_error(status, &error, &[]);
+    let exchange = send(&h, &serde_json::to_vec(&second).unwrap()).await;
+    assert_eq!(
+        exchange.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&exchange.answer)
+    );
+    let seen = h.script.seen();
+    // The first call, the overflowing one (sent once), the recovered one.
+    assert_eq!(
+        seen.len(),
+        3,
+        "{:?}",
+        seen.iter().map(|s| s.status).collect::<Vec<_>>()
+    );
+    assert_eq!(seen[1].status, 400);
+    assert!(seen[2].body.len() < seen[1].body.len());
+    let metrics = h.state.metrics();
+    assert_eq!(
+        (
+            metrics.fast_path,
+            metrics.overflow_errors,
+            metrics.overflow_recoveries
+        ),
+        (1, 1, 1)
+    );
+    assert_eq!(metrics.upstream_calls, 3);
+}
+
+#[tokio::test]
+async fn a_conversation_with_a_remembered_fact_takes_the_slow_path() {
+    let h = proxy(200_000, true).await;
+    let mut messages = vec![
+        json!({"role": "system", "content": "You are terse."}),
+        json!({"role": "user", "content": "Remember: the staging database is read-only."}),
+    ];
+    let first = json!({"model": "gpt-4o", "messages": messages.clone()});
+    assert_eq!(
+        send(&h, &serde_json::to_vec(&first).unwrap()).await.status,
+        200
+    );
+    messages.push(json!({"role": "assistant", "content": "Noted."}));
+    messages.push(json!({"role": "user", "content": "Next step?"}));
+    let second = json!({"model": "gpt-4o", "messages": messages});
+    assert_eq!(
+        send(&h, &serde_json::to_vec(&second).unwrap()).await.status,
+        200
+    );
+    assert_eq!(h.state.metrics().fast_path, 0);
+}
