@@ -28,11 +28,13 @@ fn prose(n: usize, chars: usize) -> String {
 }
 
 /// A coding-agent conversation: a task, then `exchanges` tool calls with results of
-/// `chars` characters each, for `model`.
-fn body(model: &str, exchanges: usize, chars: usize) -> Vec<u8> {
+/// `chars` characters each, for `model`. `task` names the conversation: each scenario is
+/// its own, so that one compacted by an earlier scenario (sticky prefix) does not carry
+/// its state into the next.
+fn body(task: &str, model: &str, exchanges: usize, chars: usize) -> Vec<u8> {
     let mut list = vec![
         json!({"role": "system", "content": "You are a careful coding agent."}),
-        json!({"role": "user", "content": "Fix the parser: the build fails."}),
+        json!({"role": "user", "content": format!("Fix the parser: the build fails ({task}).")}),
     ];
     for i in 0..exchanges {
         let id = format!("call_{i}");
@@ -181,6 +183,7 @@ async fn start_proxy(upstream: &str, fast_path: bool, windows: &[(String, u64)])
     config.db_path = cascade_proxy::config::IN_MEMORY_DB.into();
     config.discover = false;
     config.fast_path = fast_path;
+    config.max_request_bytes = 64 << 20;
     let px = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", px.local_addr().unwrap());
     tokio::spawn(async move {
@@ -189,6 +192,18 @@ async fn start_proxy(upstream: &str, fast_path: bool, windows: &[(String, u64)])
         }
     });
     url
+}
+
+/// Requests the proxy at `proxy` sent on its fast path so far (`/metrics`).
+async fn fast_path_taken(client: &reqwest::Client, proxy: &str) -> u64 {
+    let text = match client.get(format!("{proxy}/metrics")).send().await {
+        Ok(response) => response.text().await.unwrap_or_default(),
+        Err(_) => String::new(),
+    };
+    (text.lines())
+        .find_map(|l| l.strip_prefix("cascade_fast_path_total "))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0)
 }
 
 /// The engine's estimate of a body before any calibration (what the proxy starts from).
@@ -255,7 +270,7 @@ fn exact_costs(bytes: &[u8]) -> Vec<(&'static str, f64)> {
 async fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.iter().any(|a| a == "--breakdown") {
-        breakdown("~100K tokens", &body("gpt-4o", 125, 3200));
+        breakdown("~100K tokens", &body("breakdown", "gpt-4o", 125, 3200));
         return;
     }
     let scale: f64 = args
@@ -275,7 +290,7 @@ async fn main() {
     // request at 0.8·E, between ②'s headroom (0.75) and the preemptive threshold (0.9).
     let mut windows = vec![("gpt-4o".to_owned(), 100_000_000)];
     for (label, exchanges, chars, _) in SIZES {
-        let tokens = estimate(&body("x", exchanges, chars));
+        let tokens = estimate(&body(label, "x", exchanges, chars));
         windows.push((
             format!("needs-2-{label}"),
             (tokens as f64 / 0.8) as u64 + 1024,
@@ -288,9 +303,9 @@ async fn main() {
     let route = "/v1/chat/completions";
 
     println!(
-        "| request | body | direct p50 | before: added p50 / p99 | fast path: added p50 / p99 |"
+        "| request | body | direct p50 | before: added p50 / p99 | fast path: added p50 / p99 | on the fast path |"
     );
-    println!("|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|");
     for (label, exchanges, chars, n) in SIZES {
         let n = ((n as f64 * scale) as usize).max(3);
         let scenarios: [(&str, String, bool); 3] = [
@@ -303,12 +318,13 @@ async fn main() {
             ("needs ②", format!("needs-2-{label}"), false),
         ];
         for (scenario, model, extends) in scenarios {
+            let taken_before = fast_path_taken(&client, &fast).await;
             let warm = 3;
             let (mut direct, mut before, mut after) = (Vec::new(), Vec::new(), Vec::new());
             let mut size = 0;
             for i in 0..warm + n {
                 let grown = if extends { exchanges + i } else { exchanges };
-                let bytes = body(&model, grown, chars);
+                let bytes = body(&format!("{label}, {scenario}"), &model, grown, chars);
                 size = bytes.len();
                 let d = send(&client, &format!("{upstream}{route}"), &bytes).await;
                 let b = send(&client, &format!("{slow}{route}"), &bytes).await;
@@ -323,19 +339,21 @@ async fn main() {
             for list in [&mut direct, &mut before, &mut after] {
                 list.sort();
             }
+            let taken = fast_path_taken(&client, &fast).await - taken_before;
             println!(
-                "| {label}, {scenario} | {:.1} kB | {:.2} ms | {:.2} / {:.2} ms | {:.2} / {:.2} ms |",
+                "| {label}, {scenario} | {:.1} kB | {:.2} ms | {:.2} / {:.2} ms | {:.2} / {:.2} ms | {taken}/{} |",
                 size as f64 / 1000.0,
                 ms(percentile(&direct, 0.5)),
                 ms(percentile(&before, 0.5)),
                 ms(percentile(&before, 0.99)),
                 ms(percentile(&after, 0.5)),
                 ms(percentile(&after, 0.99)),
+                warm + n,
             );
         }
     }
 
-    let small = Arc::new(body("gpt-4o", 1, 400));
+    let small = Arc::new(body("concurrent", "gpt-4o", 1, 400));
     for (label, proxy) in [("before", &slow), ("fast path", &fast)] {
         let total = ((2000.0 * scale) as usize).max(64);
         let start = Instant::now();

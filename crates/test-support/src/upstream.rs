@@ -99,8 +99,11 @@ pub fn serve_on(
         requests: Arc::new(Mutex::new(Vec::new())),
     };
     let address = listener.local_addr().expect("address");
+    // No body limit (axum's default is 2 MB): the proxy's latency check sends 1M-token
+    // requests, and a provider's limit is the proxy's to test, not this stand-in's.
     let app = axum::Router::new()
         .fallback(handle)
+        .layer(axum::extract::DefaultBodyLimit::disable())
         .with_state(shared.clone());
     tokio::spawn(async move {
         let _ = axum::serve(listener, app).await;
