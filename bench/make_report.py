@@ -43,7 +43,7 @@ def sections(markdown):
     """Splits a markdown document at its `## ` headings: {number: text}."""
     out = {}
     for chunk in re.split(r"(?m)^(?=## )", markdown):
-        m = re.match(r"## (\d)\.", chunk)
+        m = re.match(r"## (\d+)\.", chunk)
         if m:
             out[m.group(1)] = chunk.strip() + "\n"
     return out
@@ -59,6 +59,8 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--out", default="bench/out")
     p.add_argument("--seconds", type=float, default=0.0)
+    p.add_argument("--keep", help="an earlier BENCHMARKS.md: its sections after 5 (measured by "
+                   "their own commands, not by run.sh) are carried over as they are")
     args = p.parse_args()
     read = lambda name: open(os.path.join(args.out, name)).read()  # noqa: E731
     rust = json.loads(read("rust.json"))
@@ -177,6 +179,9 @@ def main():
         out.append("\n`cascade compact` was not available in this build; the compact_file binary (crates/bench) does "
                    "the same parse → compaction → serialize.")
     out.append("")
+    if args.keep and os.path.exists(args.keep):
+        kept = sections(open(args.keep).read())
+        out += [kept[k] for k in sorted(kept, key=int) if int(k) > 5]
     print("\n".join(out))
 
 
