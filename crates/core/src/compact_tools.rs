@@ -19,7 +19,7 @@ use crate::estimate::ClassCounts;
 use crate::markers::COMPACTED;
 use crate::report::{Step, Strategy};
 use crate::step::{Changes, Measure, Stamp, StepContext, chars_in};
-use crate::trail::{StaleRead, Trail, stale_reads};
+use crate::trail::{StaleRead, Trail, stale_reads_and_activities};
 
 /// When ② runs and how far it goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -158,7 +158,8 @@ struct Candidate {
 fn candidates(conversation: &Conversation, cx: &StepContext<'_>) -> Vec<Candidate> {
     // The call each result answers is the latest one with its id before it: agents such
     // as Kimi-K2's reuse ids (`functions.str_replace_editor:0`) in every turn.
-    let mut calls: HashMap<&str, &ToolCall> = HashMap::new();
+    // id → the call and its message's index.
+    let mut calls: HashMap<&str, (&ToolCall, usize)> = HashMap::new();
     // The latest assistant turn: the model is acting on its results now.
     let latest: HashSet<&str> = conversation
         .messages
@@ -168,15 +169,15 @@ fn candidates(conversation: &Conversation, cx: &StepContext<'_>) -> Vec<Candidat
         .map(|m| m.tool_calls().map(|c| c.id.as_str()).collect())
         .unwrap_or_default();
     // (message of the result, call id) → what superseded the read.
-    let stale: HashMap<(usize, String), StaleRead> = stale_reads(&conversation.messages)
-        .into_iter()
+    let (stale, activities) = stale_reads_and_activities(&conversation.messages);
+    let stale: HashMap<(usize, String), StaleRead> = (stale.into_iter())
         .map(|s| ((s.message, s.call_id.clone()), s))
         .collect();
     let notes = cx.config.trail.enabled;
     let placeholder_chars = COMPACTED.chars().count();
     let (mut first, mut rest) = (Vec::new(), Vec::new());
     for (index, message) in conversation.messages.iter().enumerate() {
-        calls.extend(message.tool_calls().map(|c| (c.id.as_str(), c)));
+        calls.extend(message.tool_calls().map(|c| (c.id.as_str(), (c, index))));
         if message.is_pinned() {
             continue;
         }
@@ -197,7 +198,8 @@ fn candidates(conversation: &Conversation, cx: &StepContext<'_>) -> Vec<Candidat
             {
                 continue;
             }
-            let call = calls.get(result.call_id.as_str()).copied();
+            let located = calls.get(result.call_id.as_str()).copied();
+            let call = located.map(|(call, _)| call);
             let compactable = match call {
                 Some(call) => cx.config.tools.is_compactable(&call.name, &call.arguments),
                 None => result.tool_name.as_deref().is_some_and(|name| {
@@ -213,7 +215,11 @@ fn candidates(conversation: &Conversation, cx: &StepContext<'_>) -> Vec<Candidat
             let second = match superseded {
                 _ if !notes => None,
                 Some(read) => Some(read.note()),
-                None => Trail::lines_for_errors(result, call, flagged),
+                // The call's activity was read with the stale reads: not parsed again.
+                None => match located.and_then(|(c, at)| activities.get(&(at, c.id.clone()))) {
+                    Some(&activity) => Trail::lines_for_errors_of(result, Some(activity), flagged),
+                    None => Trail::lines_for_errors(result, call, flagged),
+                },
             };
             let placeholder = match second {
                 Some(line) => format!("{COMPACTED}\n{line}"),

@@ -37,7 +37,9 @@ use crate::tool_names::FileOp;
 
 pub(crate) use compose::{complete_summary, notice_with_trail, render_for};
 pub(crate) use render::Rendered;
-pub(crate) use stale::{StaleRead, stale_reads};
+#[cfg(test)]
+pub(crate) use stale::stale_reads;
+pub(crate) use stale::{StaleRead, stale_reads_and_activities};
 
 /// The trail's budget and limits. `Default` gives SPEC.md's values; `CascadeConfig::trail`
 /// carries it.

@@ -356,7 +356,16 @@ impl Trail {
         call: Option<&ToolCall>,
         flagged: bool,
     ) -> Option<String> {
-        let output = match call.map(|c| call_files(c, None).activity) {
+        Self::lines_for_errors_of(result, call.map(|c| call_files(c, None).activity), flagged)
+    }
+
+    /// [`Trail::lines_for_errors`] for a result whose call's activity is known already.
+    pub(crate) fn lines_for_errors_of(
+        result: &ToolResult,
+        activity: Option<CallActivity>,
+        flagged: bool,
+    ) -> Option<String> {
+        let output = match activity {
             Some(CallActivity::File(_)) => Output::Content,
             Some(CallActivity::Command) => Output::Shell,
             _ => Output::Other,

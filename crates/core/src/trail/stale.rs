@@ -59,7 +59,18 @@ struct PendingRead {
 /// supersedes every earlier read of the file. Only reads made by file tools are candidates
 /// (a shell's output is more than the file); calls of one assistant message run in order,
 /// but a call supersedes only reads issued by an earlier message.
+#[cfg(test)]
 pub(crate) fn stale_reads(messages: &[Message]) -> Vec<StaleRead> {
+    stale_reads_and_activities(messages).0
+}
+
+/// What each call does, by the index of its message and its id: read on the way by
+/// [`stale_reads_and_activities`], so that ② need not parse every call's arguments again.
+pub(crate) type Activities = HashMap<(usize, String), CallActivity>;
+
+/// [`stale_reads`], and the activity of every call.
+pub(crate) fn stale_reads_and_activities(messages: &[Message]) -> (Vec<StaleRead>, Activities) {
+    let mut activities = Activities::new();
     let mut pending: HashMap<String, Vec<PendingRead>> = HashMap::new();
     // call id → the paths it read (latest call with that id: ids may be reused).
     let mut reads_of_call: HashMap<String, Vec<String>> = HashMap::new();
@@ -70,6 +81,7 @@ pub(crate) fn stale_reads(messages: &[Message]) -> Vec<StaleRead> {
             match block {
                 Block::ToolCall(call) => {
                     let files = call_files(call, current_file.as_deref());
+                    activities.insert((index, call.id.clone()), files.activity);
                     let file_read = files.activity == CallActivity::File(FileOp::Read);
                     for (op, path) in &files.files {
                         let full_read = file_read && *op == FileOp::Read;
@@ -147,5 +159,5 @@ pub(crate) fn stale_reads(messages: &[Message]) -> Vec<StaleRead> {
         }
     }
     found.sort_by(|a, b| (a.message, &a.call_id, &a.path).cmp(&(b.message, &b.call_id, &b.path)));
-    found
+    (found, activities)
 }
