@@ -20,6 +20,8 @@ pub struct CostRow {
     pub messages: usize,
     pub bytes: usize,
     pub exact_tokens: u64,
+    /// Loading the o200k_base tokenizer (once per process, before any count).
+    pub load: Spread,
     /// Parsing the body (what every request pays anyway), for scale.
     pub parse: Spread,
     /// The prior on a freshly parsed body: class counts of every message, then weights.
@@ -28,6 +30,9 @@ pub struct CostRow {
     pub exact_cold: Spread,
     /// The exact count of the request extended by one exchange, the memo warm.
     pub exact_extending: Spread,
+    /// The exact count of the same request again (freshly parsed, every message memoized):
+    /// the hashing part of an extending request.
+    pub exact_repeat: Spread,
     /// The prior of that extending request (freshly parsed: the prior keeps no memo across
     /// requests).
     pub prior_extending: Spread,
@@ -88,8 +93,8 @@ pub fn run(fixtures: &[Fixture], runs: usize) -> Result<Vec<CostRow>, String> {
     ] {
         let messages = unique(inputs::scaled_messages(fixtures, tokens));
         let bytes = inputs::to_bytes(&inputs::request(messages.clone())).len();
-        let (mut parse_t, mut prior_t, mut cold_t) = (vec![], vec![], vec![]);
-        let (mut extending_t, mut prior_extending_t) = (vec![], vec![]);
+        let (mut parse_t, mut prior_t, mut cold_t, mut load_t) = (vec![], vec![], vec![], vec![]);
+        let (mut extending_t, mut prior_extending_t, mut repeat_t) = (vec![], vec![], vec![]);
         let mut exact_tokens = 0;
         for run in 0..runs {
             let body = inputs::to_bytes(&inputs::request(messages.clone()));
@@ -99,11 +104,17 @@ pub fn run(fixtures: &[Fixture], runs: usize) -> Result<Vec<CostRow>, String> {
             prior_t.push(timed(|| prior.tokens(&conversation)).1);
 
             // A new counter: its memo is empty, as on a session's first request.
-            let counter = ExactCounter::new(Encoding::O200kBase).map_err(|e| e.to_string())?;
+            let (counter, elapsed) = timed(|| ExactCounter::new(Encoding::O200kBase));
+            load_t.push(elapsed);
+            let counter = counter.map_err(|e| e.to_string())?;
             let conversation = parse(&messages)?;
             let (count, elapsed) = timed(|| counter.request(&conversation));
             exact_tokens = count;
             cold_t.push(elapsed);
+
+            // The same request again: every message found in the memo.
+            let conversation = parse(&messages)?;
+            repeat_t.push(timed(|| counter.request(&conversation)).1);
 
             // The next request: the same messages (freshly parsed) and one new exchange.
             let mut extended = messages.clone();
@@ -118,11 +129,13 @@ pub fn run(fixtures: &[Fixture], runs: usize) -> Result<Vec<CostRow>, String> {
             messages: messages.len(),
             bytes,
             exact_tokens,
+            load: millis(&load_t),
             parse: millis(&parse_t),
             prior: millis(&prior_t),
             exact_cold: millis(&cold_t),
             exact_extending: millis(&extending_t),
             prior_extending: millis(&prior_extending_t),
+            exact_repeat: millis(&repeat_t),
         });
     }
     Ok(rows)

@@ -132,6 +132,7 @@ pub fn markdown(families: &[FamilyRow], rules: &Rules, cost: &[CostRow]) -> Stri
                 format!("{:.2}", c.prior_extending.median),
                 format!("{:.2}", c.exact_extending.median),
                 ratio(c.exact_extending.median, c.prior_extending.median),
+                format!("{:.2}", c.exact_repeat.median),
                 c.exact_cold.n.to_string(),
             ]
         })
@@ -147,9 +148,17 @@ pub fn markdown(families: &[FamilyRow], rules: &Rules, cost: &[CostRow]) -> Stri
             "prior, extending request",
             "exact, extending request (memo warm, one new exchange)",
             "exact ÷ prior",
+            "of which hashing (same request again, all memoized)",
             "runs",
         ],
         &rows,
     ));
+    if let Some(first) = cost.first() {
+        out.push_str(&format!(
+            "\nLoading the o200k_base tokenizer, once per process before the first count: \
+             {:.1} ms median (n={}).\n",
+            first.load.median, first.load.n
+        ));
+    }
     out
 }
