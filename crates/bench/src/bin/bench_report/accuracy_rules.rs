@@ -3,8 +3,8 @@
 //! between a session's first three requests and its later ones, the best any single scale
 //! could do, and candidate rules beside SPEC's EMA.
 
-use context_cascade::CascadeConfig;
 use context_cascade::estimate::Weights;
+use context_cascade::{CascadeConfig, Role};
 
 use crate::accuracy::{
     Scaled, Subject, WEIGHTED_PRIOR_TOKENS, errors_after, errors_rolling, fit, measured_requests,
@@ -98,6 +98,69 @@ impl Subject for Growth<'_> {
             self.scale = real_sum / self.weight;
         }
         self.last = Some((prior, real));
+    }
+}
+
+/// A rule tried and not adopted (bench only): one scale per content class, tool results
+/// and the rest, fitted to the observed totals by least squares (each request weighted by
+/// 1 / its prior, so that a single class reduces to `Σ real / Σ prior`) with each scale
+/// held towards 1 by `pseudo` prior tokens: the later requests are mostly tool output, the
+/// first ones mostly instructions.
+struct PerClass {
+    /// Cumulative prior of tool results and of the rest, per prefix.
+    cum: Vec<(f64, f64)>,
+    /// The normal equations so far.
+    ata: [[f64; 2]; 2],
+    atb: [f64; 2],
+    scale: (f64, f64),
+}
+
+impl PerClass {
+    fn new(m: &Measured, spec: Weights, pseudo: f64) -> Self {
+        let mut cum = vec![(0.0, 0.0)];
+        for message in &m.conversation.messages {
+            let prior = spec.prior(&message.counts());
+            let (tool, rest) = cum[cum.len() - 1];
+            cum.push(if matches!(message.role(), Role::Tool | Role::Function) {
+                (tool + prior, rest)
+            } else {
+                (tool, rest + prior)
+            });
+        }
+        PerClass {
+            cum,
+            ata: [[pseudo, 0.0], [0.0, pseudo]],
+            atb: [pseudo, pseudo],
+            scale: (1.0, 1.0),
+        }
+    }
+}
+
+impl Subject for PerClass {
+    fn estimate(&mut self, _: &Measured, i: usize) -> f64 {
+        let (tool, rest) = self.cum[i];
+        tool * self.scale.0 + rest * self.scale.1
+    }
+    fn real(&self, m: &Measured, i: usize) -> u64 {
+        m.cum_exact[i]
+    }
+    fn observe(&mut self, m: &Measured, i: usize) {
+        let (tool, rest) = self.cum[i];
+        let w = 1.0 / (tool + rest).max(1.0);
+        let (x, y) = ([tool, rest], m.cum_exact[i] as f64);
+        for r in 0..2 {
+            self.atb[r] += w * x[r] * y;
+            for c in 0..2 {
+                self.ata[r][c] += w * x[r] * x[c];
+            }
+        }
+        let [[a, b], [c, d]] = self.ata;
+        let det = a * d - b * c;
+        if det.abs() > 1e-9 {
+            let s0 = (d * self.atb[0] - b * self.atb[1]) / det;
+            let s1 = (a * self.atb[1] - c * self.atb[0]) / det;
+            self.scale = (s0.clamp(0.25, 4.0), s1.clamp(0.25, 4.0));
+        }
     }
 }
 
@@ -222,6 +285,22 @@ pub fn run(data: &[Measured]) -> Rules {
             Some(errors_rolling(data, |_| {
                 Growth::new(&spec, pseudo, anchored)
             })),
+        );
+    }
+    for (name, pseudo) in [
+        (
+            "one scale per content class (tool results / rest), 8,000 prior tokens each",
+            8_000.0,
+        ),
+        (
+            "one scale per content class (tool results / rest), 32,000 prior tokens each",
+            32_000.0,
+        ),
+    ] {
+        push(
+            name,
+            errors_after(data, k, |m| PerClass::new(m, spec, pseudo)),
+            Some(errors_rolling(data, |m| PerClass::new(m, spec, pseudo))),
         );
     }
     push(
