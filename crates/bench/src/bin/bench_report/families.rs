@@ -254,3 +254,73 @@ pub fn run(data: &[Measured]) -> Result<Vec<FamilyRow>, String> {
     }
     Ok(rows)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::accuracy::{Scaled, measured_requests, rel};
+    use crate::inputs;
+
+    /// The smallest fixture, measured (the whole set is slow to tokenize in a debug build).
+    fn small() -> Vec<Measured> {
+        let counter = ExactCounter::new(Encoding::O200kBase).unwrap();
+        inputs::load_fixtures(&inputs::fixtures_dir())
+            .unwrap()
+            .iter()
+            .filter(|f| f.name.starts_with("swe-agent-demo"))
+            .map(|f| Measured::new(f, &counter).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn openai_rows_are_exact_through_the_engine_and_the_prior_rows_are_not() {
+        let rows = run(&small()).unwrap();
+        let exact: Vec<&FamilyRow> = rows
+            .iter()
+            .filter(|r| r.family.contains("exact counter"))
+            .collect();
+        assert_eq!(exact.len(), 2);
+        for row in exact {
+            for rule in [&row.ema, &row.weighted] {
+                for s in rule.after.iter().chain([&rule.rolling]) {
+                    assert!(s.n > 0, "{}", row.family);
+                    assert_eq!((s.median_abs, s.p95_abs), (0.0, 0.0), "{}", row.family);
+                }
+            }
+        }
+        let prior = rows
+            .iter()
+            .find(|r| r.family.contains("prior only"))
+            .unwrap();
+        assert!(prior.ema.after[0].median_abs > 0.01);
+    }
+
+    #[test]
+    fn the_engine_replay_agrees_with_section_3s() {
+        // With the o200k stand-in, the engine's estimate after k observations is section
+        // 3's prior × calibrated scale (up to the engine's rounding up to whole tokens).
+        let data = small();
+        let rows = run(&data).unwrap();
+        let row = rows
+            .iter()
+            .find(|r| r.family.starts_with("unknown"))
+            .unwrap();
+        let config = CascadeConfig::default();
+        let spec = config.weights;
+        for (k, stats) in [(1, &row.ema.after[1]), (3, &row.ema.after[2])] {
+            let section3 = ErrorStats::of(&errors_after(&data, k, |_| Scaled::new(&spec, &config)));
+            assert!((stats.median_abs - section3.median_abs).abs() < 1e-3, "{k}");
+            assert_eq!(stats.n, section3.n);
+        }
+        // Before any observation: the prior times the ×1.1 margin.
+        let before: Vec<f64> = measured_requests(&data[0])
+            .into_iter()
+            .map(|i| {
+                let prior = data[0].prior(&spec, i) * config.uncalibrated_margin;
+                rel(prior, data[0].cum_exact[i])
+            })
+            .collect();
+        let before = ErrorStats::of(&before);
+        assert!((row.ema.after[0].median_abs - before.median_abs).abs() < 1e-3);
+    }
+}
