@@ -77,7 +77,7 @@ pub struct Accuracy {
 }
 
 /// The later requests of a fixture that every variant is measured on.
-fn measured_requests(m: &Measured) -> Vec<usize> {
+pub fn measured_requests(m: &Measured) -> Vec<usize> {
     let first = OBSERVATIONS[OBSERVATIONS.len() - 1].min(m.calls.len().saturating_sub(1));
     let later = &m.calls[first..];
     if later.len() <= SAMPLES_PER_FIXTURE {
@@ -88,18 +88,93 @@ fn measured_requests(m: &Measured) -> Vec<usize> {
         .collect()
 }
 
-fn rel(estimate: f64, exact: u64) -> f64 {
+/// Signed relative error of an estimate.
+pub fn rel(estimate: f64, exact: u64) -> f64 {
     (estimate - exact as f64) / exact.max(1) as f64
 }
 
-/// The scale after observing the first `k` requests of a session (1.0 with none).
-fn scale_after(m: &Measured, weights: &Weights, config: &CascadeConfig, k: usize) -> f64 {
-    let mut calibration = Calibration::new();
-    let mut scale = 1.0;
-    for &i in m.calls.iter().take(k) {
-        scale = calibration.observe("m", m.prior(weights, i), m.cum_exact[i], None, config);
+/// What a replay estimates and observes: here a prior scaled by one `Calibration`; in
+/// section 11 (`families`) a `ContextManager` as the engine runs it.
+pub trait Subject {
+    /// The estimate in force for the request `messages[..i]`.
+    fn estimate(&mut self, m: &Measured, i: usize) -> f64;
+    /// The count the estimate is judged against (and the one observed).
+    fn real(&self, m: &Measured, i: usize) -> u64;
+    /// Folds in the real count of the request `messages[..i]`.
+    fn observe(&mut self, m: &Measured, i: usize);
+}
+
+/// Errors on the measured requests of every fixture after observing its first `k` calls
+/// (then frozen); `make` gives each fixture a fresh subject.
+pub fn errors_after<S: Subject>(
+    data: &[Measured],
+    k: usize,
+    make: impl Fn(&Measured) -> S,
+) -> Vec<f64> {
+    let mut errors = Vec::new();
+    for m in data {
+        let mut subject = make(m);
+        for &i in m.calls.iter().take(k) {
+            subject.observe(m, i);
+        }
+        for i in measured_requests(m) {
+            errors.push(rel(subject.estimate(m, i), subject.real(m, i)));
+        }
     }
-    scale
+    errors
+}
+
+/// Errors when every call is observed and the next one estimated (what a running agent or
+/// the proxy sees), on the same measured requests.
+pub fn errors_rolling<S: Subject>(data: &[Measured], make: impl Fn(&Measured) -> S) -> Vec<f64> {
+    let mut errors = Vec::new();
+    for m in data {
+        let wanted = measured_requests(m);
+        let mut subject = make(m);
+        for &i in &m.calls {
+            if wanted.contains(&i) {
+                errors.push(rel(subject.estimate(m, i), subject.real(m, i)));
+            }
+            subject.observe(m, i);
+        }
+    }
+    errors
+}
+
+/// Section 3's subject: the prior under some weights times the scale one `Calibration`
+/// gives (1 before any observation), judged against exact o200k_base counts.
+pub struct Scaled<'a> {
+    weights: &'a Weights,
+    config: &'a CascadeConfig,
+    calibration: Calibration,
+    scale: f64,
+}
+
+impl<'a> Scaled<'a> {
+    /// A fresh subject (no observation yet).
+    pub fn new(weights: &'a Weights, config: &'a CascadeConfig) -> Self {
+        Scaled {
+            weights,
+            config,
+            calibration: Calibration::new(),
+            scale: 1.0,
+        }
+    }
+}
+
+impl Subject for Scaled<'_> {
+    fn estimate(&mut self, m: &Measured, i: usize) -> f64 {
+        m.prior(self.weights, i) * self.scale
+    }
+    fn real(&self, m: &Measured, i: usize) -> u64 {
+        m.cum_exact[i]
+    }
+    fn observe(&mut self, m: &Measured, i: usize) {
+        let prior = m.prior(self.weights, i);
+        self.scale = self
+            .calibration
+            .observe("m", prior, m.cum_exact[i], None, self.config);
+    }
 }
 
 /// Errors of `prior × scale-after-k` on the measured requests of every fixture.
@@ -109,33 +184,12 @@ fn calibrated_errors(
     config: &CascadeConfig,
     k: usize,
 ) -> Vec<f64> {
-    let mut errors = Vec::new();
-    for m in data {
-        let scale = scale_after(m, weights, config, k);
-        for i in measured_requests(m) {
-            errors.push(rel(m.prior(weights, i) * scale, m.cum_exact[i]));
-        }
-    }
-    errors
+    errors_after(data, k, |_| Scaled::new(weights, config))
 }
 
-/// Errors when every call is observed and the next one estimated (what a running agent or
-/// the proxy sees), on the same later requests.
+/// Section 3's rolling case.
 fn rolling_errors(data: &[Measured], weights: &Weights, config: &CascadeConfig) -> Vec<f64> {
-    let mut errors = Vec::new();
-    for m in data {
-        let wanted = measured_requests(m);
-        let mut calibration = Calibration::new();
-        let mut scale = 1.0;
-        for &i in &m.calls {
-            let prior = m.prior(weights, i);
-            if wanted.contains(&i) {
-                errors.push(rel(prior * scale, m.cum_exact[i]));
-            }
-            scale = calibration.observe("m", prior, m.cum_exact[i], None, config);
-        }
-    }
-    errors
+    errors_rolling(data, |_| Scaled::new(weights, config))
 }
 
 fn pooled(data: &[Measured], f: impl Fn(&Measured, usize) -> f64) -> Vec<f64> {
@@ -147,7 +201,7 @@ fn pooled(data: &[Measured], f: impl Fn(&Measured, usize) -> f64) -> Vec<f64> {
 
 /// Weighted least squares of exact tokens on the five character classes, one sample per
 /// message, each fixture weighing the same; the fixed costs stay as in the SPEC.
-fn fit(data: &[&Measured]) -> Weights {
+pub fn fit(data: &[&Measured]) -> Weights {
     let mut ata = [[0.0f64; 5]; 5];
     let mut atb = [0.0f64; 5];
     let base = Weights::default();
@@ -287,10 +341,9 @@ pub fn run(data: &[Measured]) -> Accuracy {
         .iter()
         .map(|m| {
             let n = m.len();
-            let scale = scale_after(m, &spec, &config, 3);
-            let mut errs: Vec<f64> = measured_requests(m)
+            let mut errs: Vec<f64> = calibrated_errors(std::slice::from_ref(m), &spec, &config, 3)
                 .into_iter()
-                .map(|i| rel(m.prior(&spec, i) * scale, m.cum_exact[i]).abs())
+                .map(f64::abs)
                 .collect();
             errs.sort_by(f64::total_cmp);
             PerFixture {

@@ -33,6 +33,8 @@ pub fn markdown(a: &Accuracy) -> String {
     ];
     let mut out = String::from(
         "## 3. Estimator accuracy\n\n\
+         Per model family (exact counts for OpenAI ids, Claude, Llama), what bounds the error \
+         after 3 observations and the cost of exact counts: section 11.\n\n\
          Yardstick: exact o200k_base counts (tiktoken-rs) of the same texts the estimator counts, \
          plus the same 4 tokens per message. Each fixture is replayed as the requests its agent \
          sent (`messages[..i]` for every call point `i` of `context_cascade::replay`); \

@@ -6,13 +6,20 @@
 //!
 //! Writes `DIR/rust.json` (every figure), `DIR/rust.md` (the tables, also printed),
 //! `DIR/curve-*.svg` and `DIR/inputs/*.json`. `--quick` runs fewer repetitions.
+//!
+//! `--families` runs section 11 alone instead (accuracy per model family, what bounds the
+//! prior, the cost of exact counts) and writes `DIR/families.{md,json}`.
 // A benchmark binary: its modules have no outside users, and a benchmark may stop on a
 // fixture it cannot read.
 #![allow(unreachable_pub, clippy::unwrap_used, clippy::expect_used)]
 
 mod accuracy;
+mod accuracy_rules;
 mod accuracy_tables;
 mod curve;
+mod exact_cost;
+mod families;
+mod families_tables;
 mod inputs;
 mod measured;
 mod prep_cost;
@@ -34,11 +41,13 @@ fn main() {
 fn run() -> Result<(), String> {
     let mut out_dir = PathBuf::from("bench/out");
     let mut quick = false;
+    let mut families_only = false;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--out" => out_dir = args.next().map(PathBuf::from).ok_or("--out DIR")?,
             "--quick" => quick = true,
+            "--families" => families_only = true,
             other => return Err(format!("unexpected argument {other}")),
         }
     }
@@ -46,6 +55,9 @@ fn run() -> Result<(), String> {
         .map_err(|e| format!("{}: {e}", out_dir.display()))?;
     let started = Instant::now();
     let fixtures = inputs::load_fixtures(&inputs::fixtures_dir())?;
+    if families_only {
+        return run_families(&fixtures, &out_dir, quick);
+    }
     let written = write_inputs(&fixtures, &out_dir.join("inputs"))?;
     eprintln!("inputs written ({:.1}s)", started.elapsed().as_secs_f64());
 
@@ -94,6 +106,33 @@ fn run() -> Result<(), String> {
     });
     let body = serde_json::to_vec_pretty(&report).map_err(|e| e.to_string())?;
     write(&out_dir.join("rust.json"), &body)
+}
+
+/// Section 11: accuracy per model family, the rules tried, the cost of exact counts.
+fn run_families(fixtures: &[inputs::Fixture], out_dir: &Path, quick: bool) -> Result<(), String> {
+    let started = Instant::now();
+    let counter = ExactCounter::new(Encoding::O200kBase).map_err(|e| e.to_string())?;
+    let data = fixtures
+        .iter()
+        .map(|f| measured::Measured::new(f, &counter))
+        .collect::<Result<Vec<_>, _>>()?;
+    let families = families::run(&data)?;
+    let rules = accuracy_rules::run(&data);
+    eprintln!(
+        "(11) accuracy per family done ({:.1}s)",
+        started.elapsed().as_secs_f64()
+    );
+    let cost = exact_cost::run(fixtures, if quick { 3 } else { 15 })?;
+    eprintln!(
+        "(11) cost of exact counts done ({:.1}s)",
+        started.elapsed().as_secs_f64()
+    );
+    let markdown = families_tables::markdown(&families, &rules, &cost);
+    println!("{markdown}");
+    write(&out_dir.join("families.md"), markdown.as_bytes())?;
+    let report = json!({"families": families, "rules": rules, "cost": cost});
+    let body = serde_json::to_vec_pretty(&report).map_err(|e| e.to_string())?;
+    write(&out_dir.join("families.json"), &body)
 }
 
 fn write(path: &Path, bytes: &[u8]) -> Result<(), String> {
