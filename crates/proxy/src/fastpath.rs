@@ -9,14 +9,16 @@
 //! remember request or carries a pin). Only messages not seen before are parsed, each on
 //! its own; a request that extends the previous one costs its new messages and the scan.
 //!
-//! It takes a request only when the slow path provably changes nothing: OpenAI Chat
-//! format; the conversation's previous request went through untouched (no sticky prefix
-//! to stitch, nothing compacted) — [`FastPath::settle`] records that; no remember request,
-//! no pin, no stored fact to put back; and by the engine's own numbers (the same counts,
-//! the same estimator) no strategy fires: no tool result over ①'s share, the total under
-//! ②'s headroom and the preemptive threshold. Then the client's bytes go upstream as they
-//! came, which is what the slow path sends for an untouched request. An upstream overflow
-//! hands the request to the slow path (which calls again and recovers).
+//! It takes a request only when the slow path provably changes nothing: OpenAI Chat or
+//! Anthropic Messages (not the Responses API); the conversation's previous request went
+//! through untouched (no sticky prefix to stitch, nothing compacted) — [`FastPath::settle`]
+//! records that; no remember request, no pin, no stored fact to put back; and by the
+//! engine's own numbers (the same counts, the same estimator) no strategy fires: no tool
+//! result over ①'s share, the total under ②'s headroom, the preemptive threshold and (when
+//! background summaries are on) their pre-threshold. Then the client's bytes go upstream
+//! as they came, which is what the slow path sends for an untouched request. An upstream
+//! overflow goes to the slow path as the answer to its first call: it recovers from there
+//! without sending the request a second time.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -66,7 +68,7 @@ struct Facts {
 /// The fast path's memory: facts per message bytes, and which conversations are clean.
 pub(crate) struct FastPath {
     enabled: bool,
-    facts: Mutex<HashMap<(u64, usize), Facts>>,
+    facts: Mutex<HashMap<MemoKey, Facts>>,
     clean: Mutex<HashSet<String>>,
 }
 
@@ -123,10 +125,13 @@ impl<'de> serde::Deserialize<'de> for Scan<'de> {
     }
 }
 
+/// A message's memo key: its format, the xxh3 of its bytes and their length.
+type MemoKey = (Format, u64, usize);
+
 /// The memo key of a message: xxh3 of its bytes (every byte of every request goes through
 /// it, and xxh3 is several times faster than FxHash on long inputs) and their length.
-fn bytes_key(bytes: &[u8]) -> (u64, usize) {
-    (xxhash_rust::xxh3::xxh3_64(bytes), bytes.len())
+fn bytes_key(format: Format, bytes: &[u8]) -> MemoKey {
+    (format, xxhash_rust::xxh3::xxh3_64(bytes), bytes.len())
 }
 
 impl FastPath {
@@ -162,11 +167,12 @@ impl FastPath {
     /// not parse on its own (the slow path will say why).
     fn facts(
         &self,
+        format: Format,
         raw: &RawValue,
         config: &CascadeConfig,
         estimator: &Estimator,
     ) -> Option<Facts> {
-        let key = bytes_key(raw.get().as_bytes());
+        let key = bytes_key(format, raw.get().as_bytes());
         let counter_key = estimator.counter.map(|c| c.key());
         let cached = (self.facts.lock().unwrap_or_else(|p| p.into_inner()))
             .get(&key)
@@ -178,7 +184,7 @@ impl FastPath {
         let text = user_text(&value);
         let parsed = parse_value(
             serde_json::json!({ "messages": [value.clone()] }),
-            Some(Format::OpenAi),
+            Some(format),
         )
         .ok()?;
         let message = parsed.messages.first()?;
@@ -208,35 +214,45 @@ impl FastPath {
     }
 }
 
-/// The request without its messages, parsed: model, tools, output limits.
-fn skeleton(scan: &Scan<'_>) -> Option<Conversation> {
+/// The request without its messages, parsed: model, tools, output limits (and for
+/// Anthropic the top-level `system`, which becomes a leading system message).
+fn skeleton(format: Format, scan: &Scan<'_>) -> Option<Conversation> {
     let mut body = serde_json::Map::new();
     for (key, raw) in &scan.rest {
         body.insert(key.clone(), serde_json::from_str(raw.get()).ok()?);
     }
     body.insert("messages".into(), Value::Array(Vec::new()));
-    parse_value(Value::Object(body), Some(Format::OpenAi)).ok()
+    parse_value(Value::Object(body), Some(format)).ok()
 }
 
 /// The conversation key the slow path computes ([`crate::memory::conversation_key`]),
-/// from the system messages and the first user message only.
-fn conversation_key(headers: &HeaderMap, scan: &Scan<'_>, facts: &[Facts]) -> Option<String> {
+/// from what it reads: the system prompt (OpenAI: the system messages; Anthropic: the
+/// top-level `system`) and the first user message.
+fn conversation_key(
+    format: Format,
+    headers: &HeaderMap,
+    scan: &Scan<'_>,
+    facts: &[Facts],
+) -> Option<String> {
+    let mut body = serde_json::Map::new();
     let mut named = Vec::new();
     let mut first_user = None;
     for (raw, f) in scan.messages.iter().zip(facts) {
-        if f.role.is_some_and(Role::is_system) {
+        if format == Format::OpenAi && f.role.is_some_and(Role::is_system) {
             named.push(serde_json::from_str::<Value>(raw.get()).ok()?);
         } else if first_user.is_none() && f.user_text {
             first_user = Some(serde_json::from_str::<Value>(raw.get()).ok()?);
         }
     }
     named.extend(first_user);
-    let body = serde_json::json!({ "messages": named });
-    Some(crate::memory::conversation_key(
-        headers,
-        &body,
-        Format::OpenAi,
-    ))
+    if format == Format::Anthropic
+        && let Some((_, system)) = scan.rest.iter().find(|(k, _)| k == "system")
+    {
+        body.insert("system".into(), serde_json::from_str(system.get()).ok()?);
+    }
+    body.insert("messages".into(), Value::Array(named));
+    let body = Value::Object(body);
+    Some(crate::memory::conversation_key(headers, &body, format))
 }
 
 /// Whether the request needs nothing from the cascade, and if so what the slow path's
@@ -244,6 +260,7 @@ fn conversation_key(headers: &HeaderMap, scan: &Scan<'_>, facts: &[Facts]) -> Op
 pub(crate) async fn decide<B, F>(
     fast: &FastPath,
     manager: &context_cascade::ContextManager,
+    format: Format,
     headers: &HeaderMap,
     tenant: &str,
     bytes: &[u8],
@@ -255,28 +272,30 @@ where
     F: std::future::Future<Output = Budget>,
 {
     let scan: Scan<'_> = serde_json::from_slice(bytes).ok()?;
-    let skeleton = skeleton(&scan)?;
+    let skeleton = skeleton(format, &scan)?;
     let model = skeleton.model().unwrap_or("").to_owned();
     let config = manager.config();
     let estimator = manager.estimator(&model);
     let facts: Vec<Facts> = (scan.messages.iter())
-        .map(|raw| fast.facts(raw, config, &estimator))
+        .map(|raw| fast.facts(format, raw, config, &estimator))
         .collect::<Option<_>>()?;
     if facts.iter().any(|f| f.blocks) {
         return None;
     }
-    let key = crate::tenancy::Tenancy::scoped(tenant, &conversation_key(headers, &scan, &facts)?);
+    let key = conversation_key(format, headers, &scan, &facts)?;
+    let key = crate::tenancy::Tenancy::scoped(tenant, &key);
     if !fast.is_clean(&key) {
         return None;
     }
-    let mut counts = (facts.iter()).fold(ClassCounts::default(), |acc, f| acc + f.counts);
-    if let Some(tools) = skeleton.tools() {
-        counts += ClassCounts::of_json(tools);
-    }
+    // The skeleton holds the tools and, for Anthropic, the system prompt as a message.
+    let counts = (facts.iter()).fold(ClassCounts::of_conversation(&skeleton), |acc, f| {
+        acc + f.counts
+    });
     let tokens = match estimator.counter {
         Some(counter) => {
             let messages: u64 = facts.iter().filter_map(|f| f.exact.map(|e| e.1)).sum();
-            messages + counter.request_overhead(&skeleton)
+            let leading: u64 = skeleton.messages.iter().map(|m| counter.message(m)).sum();
+            messages + leading + counter.request_overhead(&skeleton)
         }
         None => estimator.tokens_of(&counts),
     };
@@ -289,12 +308,13 @@ where
         && tokens <= budget.share(config.headroom_ratio)
         && tokens <= budget.share(config.preemptive_ratio)
         && background.is_none_or(|ratio| tokens <= budget.share(ratio));
-    let envelope = envelope_hash(Format::OpenAi, &skeleton.envelope);
-    let digest = RequestDigest::from_parts(envelope, facts.iter().map(|f| f.digest));
+    let envelope = envelope_hash(format, &skeleton.envelope);
+    let leading = skeleton.messages.iter().map(message_hash);
+    let digest = RequestDigest::from_parts(envelope, leading.chain(facts.iter().map(|f| f.digest)));
     nothing_fires.then(|| Decision {
         budget,
         prior: config.weights.prior(&counts),
-        messages: facts.len(),
+        messages: skeleton.messages.len() + facts.len(),
         skeleton,
         tokens,
         estimator,
@@ -321,7 +341,9 @@ pub(crate) async fn serve(
     parts: &Parts,
     bytes: &Bytes,
 ) -> Served {
-    if format != Format::OpenAi || !state.fastpath.enabled {
+    // The Responses API is left to the slow path: its input items are not messages.
+    let known = matches!(format, Format::OpenAi | Format::Anthropic);
+    if !known || !state.fastpath.enabled {
         return Served::Declined;
     }
     match answer(state, format, parts, bytes).await {
@@ -360,6 +382,7 @@ async fn answer(
     let decision = decide(
         &state.fastpath,
         manager,
+        format,
         &parts.headers,
         &tenant,
         bytes,
@@ -445,9 +468,14 @@ async fn answer(
 pub(crate) fn exact_counts(
     manager: context_cascade::ContextManager,
 ) -> context_cascade::ContextManager {
-    manager.with_token_counters(Arc::new(
-        context_cascade::estimate::exact::counter_for_model,
-    ))
+    use context_cascade::estimate::exact::counter_for_model;
+    // Loading a tokenizer's tables takes about 150 ms: on a thread of its own at startup,
+    // not on the first OpenAI request (and not on a Tokio worker).
+    std::thread::spawn(|| {
+        counter_for_model("gpt-4o");
+        counter_for_model("gpt-4");
+    });
+    manager.with_token_counters(Arc::new(counter_for_model))
 }
 
 /// Without the feature every model is estimated.
@@ -459,52 +487,4 @@ pub(crate) fn exact_counts(
 }
 
 #[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
-    use super::*;
-    use context_cascade::ContextManager;
-
-    /// The status page's digest of a request the fast path sent, built from its memo, is
-    /// the one the slow path computes from the parsed request: a conversation that moves
-    /// between the two paths keeps its prefix-stability record.
-    #[test]
-    fn the_digest_from_the_memo_is_the_slow_paths() {
-        let path = cascade_test_support::fixture(
-            "transcripts/openhands__llama-4-maverick__ponyc-4588.json",
-        );
-        let fixture: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
-        let body = serde_json::json!({
-            "model": "gpt-4o",
-            "max_tokens": 512,
-            "messages": fixture["messages"],
-        });
-        let bytes = serde_json::to_vec(&body).unwrap();
-        let mut parsed = parse_value(body, Some(Format::OpenAi)).unwrap();
-        parsed.resolve_tool_names();
-        let slow = RequestDigest::of(&parsed);
-
-        let manager = ContextManager::new(CascadeConfig::default());
-        let fast = FastPath::new(true);
-        let scan: Scan<'_> = serde_json::from_slice(&bytes).unwrap();
-        let estimator = manager.estimator("gpt-4o");
-        let digests = (scan.messages.iter()).map(|raw| {
-            fast.facts(raw, manager.config(), &estimator)
-                .unwrap()
-                .digest
-        });
-        let skeleton = skeleton(&scan).unwrap();
-        let envelope = envelope_hash(Format::OpenAi, &skeleton.envelope);
-        assert_eq!(RequestDigest::from_parts(envelope, digests), slow);
-        // A message that differs in one byte gives another digest.
-        let edited = String::from_utf8(bytes)
-            .unwrap()
-            .replacen("ponyc", "ponyd", 1);
-        let scan: Scan<'_> = serde_json::from_str(&edited).unwrap();
-        let digests = (scan.messages.iter()).map(|raw| {
-            fast.facts(raw, manager.config(), &estimator)
-                .unwrap()
-                .digest
-        });
-        assert_ne!(RequestDigest::from_parts(envelope, digests), slow);
-    }
-}
+mod tests;

@@ -5,6 +5,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, unreachable_pub)] // test code: a failure is a test failure
 
 mod common;
+#[path = "../../core/tests/common/to_anthropic.rs"]
+mod to_anthropic;
 
 use cascade_test_support::{OverflowKind, overflow_body_sized};
 use common::{Harness, Script, history, start};
@@ -46,8 +48,12 @@ struct Exchange {
 }
 
 async fn send(h: &Harness, body: &[u8]) -> Exchange {
+    send_to(h, "/v1/chat/completions", body).await
+}
+
+async fn send_to(h: &Harness, route: &str, body: &[u8]) -> Exchange {
     let response = (h.client)
-        .post(format!("{}/v1/chat/completions", h.proxy))
+        .post(format!("{}{route}", h.proxy))
         .header("content-type", "application/json")
         .body(body.to_vec())
         .send()
@@ -66,12 +72,27 @@ async fn send(h: &Harness, body: &[u8]) -> Exchange {
 /// Replays `fixture` as its agent sent it through a proxy with the fast path and one
 /// without, and checks every call is the same on both; returns the fast path's count.
 async fn same_on_both(fixture: &str, model: &str, window: u64) -> u64 {
+    same_on_both_in(fixture, model, window, false).await
+}
+
+/// [`same_on_both`], as OpenAI Chat requests or (`anthropic`) as Anthropic Messages ones.
+async fn same_on_both_in(fixture: &str, model: &str, window: u64, anthropic: bool) -> u64 {
     let messages = fixture_messages(fixture);
     let (fast, slow) = (proxy(window, true).await, proxy(window, false).await);
     for &end in &call_points(&messages) {
-        let body = json!({"model": model, "max_tokens": 4096, "messages": &messages[..end]});
+        let (route, body) = if anthropic {
+            let mut body = to_anthropic::to_anthropic(&messages[..end]);
+            body["model"] = json!(model);
+            ("/v1/messages", body)
+        } else {
+            let body = json!({"model": model, "max_tokens": 4096, "messages": &messages[..end]});
+            ("/v1/chat/completions", body)
+        };
         let bytes = serde_json::to_vec(&body).unwrap();
-        let (a, b) = (send(&fast, &bytes).await, send(&slow, &bytes).await);
+        let (a, b) = (
+            send_to(&fast, route, &bytes).await,
+            send_to(&slow, route, &bytes).await,
+        );
         assert_eq!(a, b, "{fixture} at {window}, {model}: call ending at {end}");
     }
     let (seen_fast, seen_slow) = (fast.script.seen(), slow.script.seen());
@@ -120,6 +141,18 @@ async fn models_estimated_with_the_prior_take_the_same_decisions() {
     let taken = same_on_both(fixture, "claude-sonnet-4-5", 64_000).await;
     assert!(taken > 0);
     same_on_both(fixture, "claude-sonnet-4-5", 16_000).await;
+}
+
+#[tokio::test]
+async fn anthropic_requests_take_the_same_decisions() {
+    // Claude Code's own session, as Claude Code sends it: a top-level system prompt, tool
+    // calls as tool_use blocks, results as user messages of tool_result blocks.
+    let fixture = "claude-code__spotter__6c2214d7-subagent-afc096d.json";
+    let calls = call_points(&fixture_messages(fixture)).len() as u64;
+    let taken = same_on_both_in(fixture, "claude-sonnet-4-5", 200_000, true).await;
+    assert_eq!(taken, calls - 1);
+    let taken = same_on_both_in(fixture, "claude-sonnet-4-5", 16_000, true).await;
+    assert!(taken > 0 && taken < calls - 1, "{taken}");
 }
 
 #[tokio::test]
