@@ -255,15 +255,22 @@ fn conversation_key(
     Some(crate::memory::conversation_key(headers, &body, format))
 }
 
+/// One request as the fast path receives it.
+pub(crate) struct Incoming<'a> {
+    pub(crate) format: Format,
+    pub(crate) headers: &'a HeaderMap,
+    /// The tenancy of its credentials.
+    pub(crate) tenant: &'a str,
+    pub(crate) bytes: &'a [u8],
+}
+
 /// Whether the request needs nothing from the cascade, and if so what the slow path's
-/// engine would have said about it. `budget` resolves the window for the model.
+/// engine would have said about it. `background`: background summaries are on; `budget`
+/// resolves the window for the model.
 pub(crate) async fn decide<B, F>(
     fast: &FastPath,
     manager: &context_cascade::ContextManager,
-    format: Format,
-    headers: &HeaderMap,
-    tenant: &str,
-    bytes: &[u8],
+    request: Incoming<'_>,
     background: bool,
     budget: B,
 ) -> Option<Decision>
@@ -271,6 +278,12 @@ where
     B: FnOnce(String, u64) -> F,
     F: std::future::Future<Output = Budget>,
 {
+    let Incoming {
+        format,
+        headers,
+        tenant,
+        bytes,
+    } = request;
     let scan: Scan<'_> = serde_json::from_slice(bytes).ok()?;
     let skeleton = skeleton(format, &scan)?;
     let model = skeleton.model().unwrap_or("").to_owned();
@@ -379,17 +392,13 @@ async fn answer(
     };
     let manager = state.manager();
     let background = state.background().is_some();
-    let decision = decide(
-        &state.fastpath,
-        manager,
+    let incoming = Incoming {
         format,
-        &parts.headers,
-        &tenant,
+        headers: &parts.headers,
+        tenant: &tenant,
         bytes,
-        background,
-        budget,
-    )
-    .await?;
+    };
+    let decision = decide(&state.fastpath, manager, incoming, background, budget).await?;
     // A stored fact missing from the request is put back by the slow path; a store that
     // cannot answer sends the request there too (it says so in /healthz).
     match state.store.facts(&decision.key).await {
