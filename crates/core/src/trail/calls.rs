@@ -3,6 +3,10 @@
 //! (`offline/facts.rs`) and path recogniser (`offline/scan.rs`); what a call does, from
 //! `tool_names` (the table ② uses); what a shell step does to a path, from its verb.
 
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::sync::{LazyLock, Mutex};
+
 use serde_json::{Map, Value};
 
 use super::errors;
@@ -45,6 +49,42 @@ fn arguments(call: &ToolCall) -> Value {
 /// Reads a call's arguments. `current_file`: the file an editor without a path argument
 /// works on (SWE-agent's `edit` and `insert` change the file `open` or `create` opened).
 pub(crate) fn call_files(call: &ToolCall, current_file: Option<&str>) -> CallFiles {
+    let mut out = memoized(call);
+    if out.files.is_empty() && out.activity == CallActivity::File(FileOp::Edited) {
+        if let Some(path) = current_file {
+            out.files.push((FileOp::Edited, path.to_owned()));
+        }
+    }
+    out
+}
+
+/// Calls read before, by a hash of their name and arguments, at most [`MEMO_CAPACITY`]
+/// (a full memo starts over). ② reads every call of the history on every request that
+/// reaches it, and ③ and ④ read the calls they remove again: parsing the arguments and
+/// scanning commands was a quarter of a compaction's time.
+static MEMO: LazyLock<Mutex<HashMap<(u64, usize), CallFiles>>> = LazyLock::new(Mutex::default);
+const MEMO_CAPACITY: usize = 1 << 14;
+
+fn memoized(call: &ToolCall) -> CallFiles {
+    let arguments = call.arguments_text();
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    (call.name.as_str(), arguments.as_ref()).hash(&mut hasher);
+    let key = (hasher.finish(), call.name.len() + arguments.len());
+    let lock = || MEMO.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(found) = lock().get(&key) {
+        return found.clone();
+    }
+    let files = read_call(call);
+    let mut memo = lock();
+    if memo.len() >= MEMO_CAPACITY {
+        memo.clear();
+    }
+    memo.insert(key, files.clone());
+    files
+}
+
+/// What a call names, from its name and arguments alone.
+fn read_call(call: &ToolCall) -> CallFiles {
     let args = arguments(call);
     let activity = tool_names::call_activity(&call.name, &args);
     let is_move = tool_names::MOVE_TOOLS.contains(&tool_names::normalize(&call.name).as_str());
@@ -59,11 +99,6 @@ pub(crate) fn call_files(call: &ToolCall, current_file: Option<&str>) -> CallFil
         CallActivity::Command | CallActivity::Other => FileOp::Used,
     };
     walk(&args, None, op, is_move, &mut out);
-    if out.files.is_empty() && op == FileOp::Edited {
-        if let Some(path) = current_file {
-            out.files.push((op, path.to_owned()));
-        }
-    }
     if let Value::Object(map) = &args {
         out.range = range_of(map);
     }
@@ -223,5 +258,42 @@ pub(crate) fn short_command(command: &str, max: usize) -> String {
         format!("{short} …")
     } else {
         short
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure is a test failure
+    use super::*;
+
+    fn call(name: &str, arguments: &str) -> ToolCall {
+        ToolCall {
+            id: "call_1".into(),
+            name: name.into(),
+            arguments: Value::String(arguments.into()),
+            fields: Map::new(),
+            function_fields: Map::new(),
+            legacy: false,
+        }
+    }
+
+    /// The memo keeps what a call names by itself; the file an editor without a path
+    /// works on is added per use, so the same call in another file's context names that
+    /// file.
+    #[test]
+    fn a_memoized_call_still_names_the_open_file_of_its_context() {
+        let insert = call("insert", r#"{"line": 3, "text": "fn main() {}"}"#);
+        let first = call_files(&insert, Some("src/a.rs"));
+        let second = call_files(&insert, Some("src/b.rs"));
+        assert_eq!(first.files, vec![(FileOp::Edited, "src/a.rs".to_owned())]);
+        assert_eq!(second.files, vec![(FileOp::Edited, "src/b.rs".to_owned())]);
+        assert!(call_files(&insert, None).files.is_empty());
+        // Another call with the same name but other arguments is read on its own.
+        let read = call("read_file", r#"{"path": "src/c.rs"}"#);
+        let other = call("read_file", r#"{"path": "src/d.rs"}"#);
+        assert_ne!(
+            call_files(&read, None).files,
+            call_files(&other, None).files
+        );
     }
 }
