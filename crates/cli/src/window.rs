@@ -3,6 +3,7 @@
 
 use context_cascade::Budget;
 use context_cascade::catalog::{Catalog, DEFAULT_CONTEXT_WINDOW, MatchKind, ModelEntry};
+use context_cascade::estimate::ClassCounts;
 use context_cascade::{CascadeConfig, ContextManager, Conversation};
 
 /// The window flags shared by `inspect`, `compact` and `replay`.
@@ -17,6 +18,28 @@ pub(crate) struct WindowArgs {
     /// Output reserve in tokens (default: the body's max_tokens / max_completion_tokens).
     #[arg(long, value_name = "N")]
     pub(crate) reserve: Option<u64>,
+}
+
+/// How far up the prior's estimate is taken before deciding exact counts cannot matter.
+const PRIOR_MARGIN: f64 = 1.25;
+
+/// Whether nothing in the cascade would fire on `conversation` even with its estimate a
+/// quarter higher: no strategy runs, so counting it exactly changes nothing.
+fn clearly_untouched(
+    manager: &ContextManager,
+    conversation: &Conversation,
+    budget: Budget,
+) -> bool {
+    let config = manager.config();
+    let estimator = manager.estimator(conversation.model().unwrap_or(""));
+    let up = |tokens: u64| tokens as f64 * PRIOR_MARGIN;
+    let largest = (conversation.messages.iter())
+        .flat_map(|m| m.tool_results())
+        .map(|r| estimator.tokens_of(&ClassCounts::of_blocks(&r.content)))
+        .max()
+        .unwrap_or(0);
+    up(manager.estimate(conversation)) <= budget.share(config.headroom_ratio) as f64
+        && up(largest) <= budget.share(config.single_tool_result_share) as f64
 }
 
 /// The window in force and where it came from.
@@ -101,12 +124,31 @@ impl Resolved {
     /// The engine for this conversation: default config and the offline summarizer, with the
     /// catalog told how the body's model was resolved (`--model` included).
     pub(crate) fn manager(&self) -> ContextManager {
+        self.exact_counts(self.prior_manager())
+    }
+
+    /// The engine without exact counts: every model estimated with the prior.
+    fn prior_manager(&self) -> ContextManager {
         let manager = ContextManager::new(CascadeConfig::default());
-        let manager = match &self.alias {
+        match &self.alias {
             Some(entry) => manager.with_catalog(Catalog::builtin().with_override(entry.clone())),
             None => manager,
-        };
-        self.exact_counts(manager)
+        }
+    }
+
+    /// The engine that compacts `conversation`: [`Resolved::manager`], with exact counts
+    /// only where they can change what the cascade does. A one-shot command pays the
+    /// tokenizer's tables (about 150 ms) and a first count of every message (about 0.35 µs
+    /// per token) on each run, most of the run on a request that fits. The prior is within
+    /// 10% of o200k on every fixture (BENCHMARKS.md §3): a request whose estimate, a
+    /// quarter up, stays under ②'s headroom with no tool result over ①'s share is left as
+    /// it is whichever way it is counted.
+    pub(crate) fn manager_for(&self, conversation: &Conversation) -> ContextManager {
+        let prior = self.prior_manager();
+        if clearly_untouched(&prior, conversation, self.budget) {
+            return prior;
+        }
+        self.exact_counts(prior)
     }
 
     /// Exact counts where the resolved model's tokenizer is public (feature `exact`): the
@@ -123,5 +165,39 @@ impl Resolved {
     #[cfg(not(feature = "exact"))]
     fn exact_counts(&self, manager: ContextManager) -> ContextManager {
         manager
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure is a test failure
+    use super::*;
+    use context_cascade::format::parse;
+
+    fn request(tool_output_chars: usize) -> Conversation {
+        let body = serde_json::json!({"model": "gpt-4o", "messages": [
+            {"role": "user", "content": "List the files."},
+            {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function",
+                "function": {"name": "bash", "arguments": "{\"command\":\"ls\"}"}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": "a.rs ".repeat(tool_output_chars / 5)},
+        ]});
+        parse(&serde_json::to_vec(&body).unwrap(), None).unwrap()
+    }
+
+    #[test]
+    fn exact_counts_are_skipped_only_where_no_strategy_can_fire() {
+        let manager = ContextManager::new(CascadeConfig::default());
+        let window = Budget::new(10_000, 0);
+        // A few hundred tokens in a 10K window: nothing fires, however it is counted.
+        assert!(clearly_untouched(&manager, &request(1_000), window));
+        // About 6K tokens: under ②'s 7.5K headroom by the prior, not by a quarter more.
+        assert!(!clearly_untouched(&manager, &request(22_000), window));
+        // One result at ①'s share (half the window) while the whole, a quarter up, stays
+        // under ②'s headroom (three quarters): ① alone decides.
+        let conversation = request(16_000);
+        let total = manager.estimate(&conversation);
+        let window = Budget::new(total * 2, 0);
+        assert!(total as f64 * PRIOR_MARGIN <= window.share(0.75) as f64);
+        assert!(!clearly_untouched(&manager, &conversation, window));
     }
 }

@@ -69,7 +69,9 @@ impl CascadeArgs {
         let (name, conversation) =
             crate::input::read_conversation(file, self.format.map(Into::into))?;
         let resolved = self.window.resolve(&conversation);
-        let manager = self.summarizer.install(resolved.manager())?;
+        let manager = self
+            .summarizer
+            .install(resolved.manager_for(&conversation))?;
         Ok(Loaded {
             name,
             conversation,
