@@ -9,25 +9,11 @@ mod common;
 mod to_anthropic;
 
 use cascade_test_support::{OverflowKind, overflow_body_sized};
-use common::{Harness, Script, history, start};
-use context_cascade::Role;
-use context_cascade::replay;
-use serde_json::{Value, json};
+use common::{Harness, Script, call_points, fixture_messages, history, start};
+use serde_json::json;
 
 /// The report header the proxy adds when a strategy ran or the request does not fit.
 const REPORT: &str = "x-context-cascade";
-
-fn fixture_messages(fixture: &str) -> Vec<Value> {
-    let path = cascade_test_support::fixture(&format!("transcripts/{fixture}"));
-    let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let fixture: Value = serde_json::from_slice(&bytes).unwrap();
-    fixture["messages"].as_array().unwrap().clone()
-}
-
-fn call_points(messages: &[Value]) -> Vec<usize> {
-    let roles = (messages.iter()).map(|m| Role::parse(m["role"].as_str().unwrap()).unwrap());
-    replay::call_points(roles)
-}
 
 async fn proxy(window: u64, fast_path: bool) -> Harness {
     let mut script = Script::new(u64::MAX);

@@ -11,48 +11,16 @@
 
 mod common;
 
-use common::{Script, start};
+use common::{Script, call_points, fixture_messages, parts, start};
 use std::borrow::Cow;
-use std::collections::BTreeMap;
 
-use context_cascade::Role;
 use context_cascade::replay::{self, PrefixStability};
-use serde_json::value::RawValue;
-use serde_json::{Value, json};
+use serde_json::json;
 
 /// The longest session of the fixtures (293 messages, 578k characters).
 const LONG: &str = "claude-code__spotter__4d5611e5-main.json";
 /// A shorter one from another agent (101 messages, 75k characters), for a small window.
 const SHORT: &str = "openhands__llama-4-maverick__ponyc-4588.json";
-
-fn fixture_messages(fixture: &str) -> Vec<Value> {
-    let path = cascade_test_support::fixture(&format!("transcripts/{fixture}"));
-    let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let fixture: Value = serde_json::from_slice(&bytes).unwrap();
-    fixture["messages"].as_array().unwrap().clone()
-}
-
-/// The points where the agent called the model: `context_cascade::replay`'s rule, read from
-/// the wire roles.
-fn call_points(messages: &[Value]) -> Vec<usize> {
-    let roles = messages.iter().map(|m| {
-        let role = m["role"].as_str().unwrap_or("");
-        Role::parse(role).unwrap_or_else(|| panic!("unknown role {role:?}"))
-    });
-    replay::call_points(roles)
-}
-
-/// A request body as parts, for `context_cascade::replay::extends`: every field besides
-/// `messages` (as one part, byte for byte), then each message as sent, byte for byte.
-fn parts(body: &[u8]) -> Vec<Cow<'_, str>> {
-    let mut rest: BTreeMap<String, &RawValue> = serde_json::from_slice(body).unwrap();
-    let messages: Vec<&RawValue> =
-        serde_json::from_str(rest.remove("messages").unwrap().get()).unwrap();
-    let rest = rest.iter().map(|(k, v)| format!("{k:?}:{}", v.get()));
-    let mut parts = vec![Cow::Owned(rest.collect::<Vec<_>>().join(","))];
-    parts.extend(messages.into_iter().map(|m| Cow::Borrowed(m.get())));
-    parts
-}
 
 struct Replay {
     calls: usize,

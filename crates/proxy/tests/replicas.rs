@@ -11,17 +11,15 @@ mod common;
 mod redis_server;
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cascade_proxy::{EndpointSpec, Provider, ProxyConfig, SummarizerSpec};
-use common::{Script, scripted, start_proxy};
-use context_cascade::Role;
-use context_cascade::replay::{self, PrefixStability};
+use common::{Script, call_points, fixture_messages, parts, scripted, start_proxy};
+use context_cascade::replay::PrefixStability;
 use redis_server::RedisServer;
-use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 /// The longest session of the fixtures (293 messages, 578k characters).
@@ -31,28 +29,6 @@ const LONG: &str = "claude-code__spotter__4d5611e5-main.json";
 const WINDOW: u64 = 64_000;
 /// A prose session (no tool output to shorten): the cascade must summarize (④).
 const PROSE_WINDOW: u64 = 4_000;
-
-fn fixture_messages(fixture: &str) -> Vec<Value> {
-    let path = cascade_test_support::fixture(&format!("transcripts/{fixture}"));
-    let fixture: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
-    fixture["messages"].as_array().unwrap().clone()
-}
-
-fn call_points(messages: &[Value]) -> Vec<usize> {
-    let roles = (messages.iter()).map(|m| Role::parse(m["role"].as_str().unwrap()).unwrap());
-    replay::call_points(roles)
-}
-
-/// A request body as parts for `context_cascade::replay::extends` (as tests/replay.rs).
-fn parts(body: &[u8]) -> Vec<Cow<'_, str>> {
-    let mut rest: BTreeMap<String, &RawValue> = serde_json::from_slice(body).unwrap();
-    let messages: Vec<&RawValue> =
-        serde_json::from_str(rest.remove("messages").unwrap().get()).unwrap();
-    let rest = rest.iter().map(|(k, v)| format!("{k:?}:{}", v.get()));
-    let mut parts = vec![Cow::Owned(rest.collect::<Vec<_>>().join(","))];
-    parts.extend(messages.into_iter().map(|m| Cow::Borrowed(m.get())));
-    parts
-}
 
 /// The LLM summarizer asks for nine headings (the scripted upstream answers those).
 fn is_summary_request(body: &[u8]) -> bool {

@@ -9,6 +9,11 @@ use std::sync::Arc;
 
 use cascade_proxy::config::IN_MEMORY_DB;
 use cascade_proxy::{AppState, ProxyConfig, serve_state};
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+
+use context_cascade::{Role, replay};
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 #[allow(unused_imports)]
@@ -109,4 +114,34 @@ pub async fn post(h: &Harness, path: &str, body: &Value) -> reqwest::Response {
         .send()
         .await
         .unwrap()
+}
+
+/// The messages of a vendored fixture transcript (`fixtures/transcripts/NAME`).
+pub fn fixture_messages(fixture: &str) -> Vec<Value> {
+    let path = cascade_test_support::fixture(&format!("transcripts/{fixture}"));
+    let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let fixture: Value = serde_json::from_slice(&bytes).unwrap();
+    fixture["messages"].as_array().unwrap().clone()
+}
+
+/// The points where the agent called the model: `context_cascade::replay`'s rule, read from
+/// the wire roles.
+pub fn call_points(messages: &[Value]) -> Vec<usize> {
+    let roles = messages.iter().map(|m| {
+        let role = m["role"].as_str().unwrap_or("");
+        Role::parse(role).unwrap_or_else(|| panic!("unknown role {role:?}"))
+    });
+    replay::call_points(roles)
+}
+
+/// A request body as parts, for `context_cascade::replay::extends`: every field besides
+/// `messages` (as one part, byte for byte), then each message as sent, byte for byte.
+pub fn parts(body: &[u8]) -> Vec<Cow<'_, str>> {
+    let mut rest: BTreeMap<String, &RawValue> = serde_json::from_slice(body).unwrap();
+    let messages: Vec<&RawValue> =
+        serde_json::from_str(rest.remove("messages").unwrap().get()).unwrap();
+    let rest = rest.iter().map(|(k, v)| format!("{k:?}:{}", v.get()));
+    let mut parts = vec![Cow::Owned(rest.collect::<Vec<_>>().join(","))];
+    parts.extend(messages.into_iter().map(|m| Cow::Borrowed(m.get())));
+    parts
 }
