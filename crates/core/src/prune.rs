@@ -15,8 +15,8 @@ use crate::report::{Step, Strategy, TrailStats};
 use crate::step::{Changes, Measure, Stamp, StepContext};
 use crate::trail::{Rendered, Trail, notice_with_trail, render_for};
 
-/// Tokens a trail may take however little a removal frees: the `Left out for space: ...`
-/// line that counts what did not fit.
+/// Tokens a trail may take however little a removal frees, at the least: the `Left out
+/// for space: ...` line that counts what did not fit (longer when it counts many kinds).
 const MIN_TRAIL_TOKENS: u64 = 24;
 
 /// SPEC's N for a conversation: min(`recent`, ⌊total/3⌋).
@@ -179,12 +179,15 @@ fn candidate(
     } else {
         cx.budget.effective()
     };
-    // At most half of what the removal frees (a step must still free room), but room for
-    // at least the count of what was left out: every removal leaves a trail.
-    let room =
-        (limit.saturating_sub(kept + bare)).min(((removed - bare) / 2).max(MIN_TRAIL_TOKENS));
     let config = &cx.config.trail;
     let trail = Trail::of_split(conversation, &split, config);
+    // At most half of what the removal frees (a step must still free room), but room for
+    // at least the line counting what was left out: every removal leaves a trail, also
+    // when what must stay leaves no room under E (the result is over E either way).
+    let floor = trail.count_line_tokens(estimator).max(MIN_TRAIL_TOKENS);
+    let room = (limit.saturating_sub(kept + bare))
+        .min(((removed - bare) / 2).max(floor))
+        .max(floor);
     let effective = cx.budget.effective();
     let rendered = render_for(&trail, config, effective, room, estimator);
     // What the trail takes within its own budget alone (the room aside).

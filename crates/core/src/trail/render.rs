@@ -208,6 +208,19 @@ fn cost(estimator: &Estimator, line: &str) -> f64 {
 }
 
 impl Trail {
+    /// Tokens of the line that counts every entry as left out: the least a removal's trail
+    /// needs to say something ([`Trail::render_within`] writes nothing in less).
+    pub(crate) fn count_line_tokens(&self, estimator: &Estimator) -> u64 {
+        let earlier = self.left_out;
+        let all = LeftOut {
+            requests: earlier.requests + self.requests.len(),
+            errors: earlier.errors + self.errors.len(),
+            files: earlier.files + self.files.len(),
+            commands: earlier.commands + self.commands.len(),
+        };
+        left_out_line(&all).map_or(0, |l| cost(estimator, &l).ceil() as u64)
+    }
+
     /// The entries that fit in `budget` tokens, by priority (see the module docs).
     pub(crate) fn render_within(&self, budget: u64, estimator: &Estimator) -> Rendered {
         let root = choose_root(&self.files);
