@@ -92,7 +92,7 @@ run() {
     pids+=("$!")
     local window=()
     if [ "$mode" = window ]; then window=(--window "$LIMIT"); fi
-    RUST_LOG=info "$root/target/debug/cascade" proxy --listen "127.0.0.1:$proxy_port" \
+    RUST_LOG=${RUST_LOG:-info} "$root/target/debug/cascade" proxy --listen "127.0.0.1:$proxy_port" \
         --upstream "http://127.0.0.1:$up_port" "${window[@]}" --db "$dir/cascade.db" \
         >"$dir/proxy.log" 2>&1 &
     pids+=("$!")
@@ -128,7 +128,7 @@ run() {
     stop_servers
     echo "== $client, $mode: agent exit $rc"
     echo "$stats"
-    grep -E '^cascade_(learned_window_tokens|overflow_errors_total|upstream_calls_total|strategies_applied_total|window_source_total)' <<<"$metrics" || true
+    grep -E '^cascade_(learned_window_tokens|overflow_errors_total|upstream_calls_total|strategies_applied_total|window_source_total|fast_path_total)' <<<"$metrics" || true
     local protocol
     if [ "$client" = claude ]; then protocol=anthropic; else protocol=responses; fi
     local line

@@ -14,6 +14,7 @@ use crate::compact_tools::{CompactMode, compact_tool_results};
 use crate::config::{Budget, CascadeConfig};
 use crate::conversation::{Block, Conversation};
 use crate::escalation::{self, Escalation, Goal, OldResults, Progress, Recovery};
+use crate::estimate::counter::Counters;
 use crate::estimate::{ClassCounts, CounterFor, Estimator};
 use crate::middle::{KeepRules, Summaries};
 use crate::offline::OfflineSummarizer;
@@ -43,8 +44,8 @@ pub struct ContextManager {
     summarizer: Arc<dyn Summarizer>,
     calibration: Mutex<Calibration>,
     starting_scales: Mutex<HashMap<String, Option<f64>>>,
-    /// Exact token counters by model (`None`: the prior for every model).
-    counters: Option<CounterFor>,
+    /// Exact token counters by model, and the models whose provider contradicted them.
+    counters: Counters,
 }
 
 /// Locks a mutex even if a panicking thread poisoned it: the data are plain numbers.
@@ -63,7 +64,7 @@ impl ContextManager {
             summarizer: Arc::new(OfflineSummarizer::default()),
             calibration: Mutex::new(Calibration::new()),
             starting_scales: Mutex::new(HashMap::new()),
-            counters: None,
+            counters: Counters::default(),
         }
     }
 
@@ -71,7 +72,7 @@ impl ContextManager {
     /// `Arc::new(estimate::exact::counter_for_model)`, feature `exact`); other models keep
     /// the prior.
     pub fn with_token_counters(mut self, counters: CounterFor) -> Self {
-        self.counters = Some(counters);
+        self.counters = Counters::new(counters);
         self
     }
 
@@ -113,7 +114,7 @@ impl ContextManager {
     pub fn estimator(&self, model: &str) -> Estimator {
         let starting = self.starting_scale(model);
         let multiplier = lock(&self.calibration).multiplier(model, starting, &self.config);
-        let counter = (self.counters.as_ref()).and_then(|counter_for| counter_for(model));
+        let counter = self.counters.for_model(model);
         Estimator::new(self.config.weights, multiplier).with_counter(counter)
     }
 
@@ -144,6 +145,15 @@ impl ContextManager {
         self.config
             .weights
             .prior(&ClassCounts::of_conversation(conversation))
+    }
+
+    /// Folds in what the provider counted for a request whose prior was `prior` and whose
+    /// estimate was `counted` ([`ContextManager::estimate`] of what was sent): an exact count
+    /// the provider contradicts is dropped for the model (see `Counters`). Returns the
+    /// model's new scale.
+    pub fn observe_sent(&self, model: &str, prior: f64, counted: u64, real: u64) -> f64 {
+        self.counters.check(model, counted, real);
+        self.observe(model, prior, real)
     }
 
     /// Folds in what the provider counted for a request whose prior was `prior`; returns

@@ -74,11 +74,14 @@ impl ContextManager {
         let mut floor = 0.0_f64;
         loop {
             let prior = self.prior(conversation);
+            // What the engine counted for this request: an exact count is checked against
+            // the provider's.
+            let counted = self.estimate(conversation);
             report.calls += 1;
             let error = match llm.call(conversation).await {
                 Ok(completion) => {
                     if let Some(real) = completion.prompt_tokens {
-                        self.observe(model_of(conversation), prior, real);
+                        self.observe_sent(model_of(conversation), prior, counted, real);
                     }
                     return Ok(Called {
                         output: completion.output,
@@ -93,7 +96,7 @@ impl ContextManager {
             report.overflows += 1;
             tracing::warn!(call = report.calls, observed = ?overflow.observed_tokens, limit = ?overflow.limit_tokens, "context overflow");
             if let Some(real) = overflow.observed_tokens {
-                self.observe(model_of(conversation), prior, real);
+                self.observe_sent(model_of(conversation), prior, counted, real);
             }
             // A provider that quotes a smaller window than ours knows better.
             if let Some(limit) = overflow.limit_tokens

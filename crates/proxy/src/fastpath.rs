@@ -293,11 +293,14 @@ where
         .map(|raw| fast.facts(format, raw, config, &estimator))
         .collect::<Option<_>>()?;
     if facts.iter().any(|f| f.blocks) {
+        tracing::debug!("fast path: a remember request or a pin");
         return None;
     }
     let key = conversation_key(format, headers, &scan, &facts)?;
     let key = crate::tenancy::Tenancy::scoped(tenant, &key);
     if !fast.is_clean(&key) {
+        let conversation = crate::status::record::short_id(&key);
+        tracing::debug!(%conversation, "fast path: the conversation's last request was changed, or is new");
         return None;
     }
     // The skeleton holds the tools and, for Anthropic, the system prompt as a message.
@@ -321,6 +324,9 @@ where
         && tokens <= budget.share(config.headroom_ratio)
         && tokens <= budget.share(config.preemptive_ratio)
         && background.is_none_or(|ratio| tokens <= budget.share(ratio));
+    if !nothing_fires {
+        tracing::debug!(tokens, largest_tokens, "fast path: a strategy would run");
+    }
     let envelope = envelope_hash(format, &skeleton.envelope);
     let leading = skeleton.messages.iter().map(message_hash);
     let digest = RequestDigest::from_parts(envelope, leading.chain(facts.iter().map(|f| f.digest)));
@@ -461,10 +467,11 @@ async fn answer(
     let mut response = match result {
         Ok(completion) => {
             if let Some(real) = completion.prompt_tokens {
-                manager.observe(&model, decision.prior, real);
+                manager.observe_sent(&model, decision.prior, decision.tokens, real);
             }
             state.save_scale(&model).await;
-            success(state, completion.output, format, decision.prior, model)
+            let sent = (decision.prior, decision.tokens);
+            success(state, completion.output, format, sent, model)
         }
         Err(error) => upstream_failure(format, &error),
     };

@@ -407,8 +407,11 @@ pub(crate) async fn cascade(state: &Arc<AppState>, format: Format, request: Requ
             }
             state.save_scale(&model).await;
             background::after_answer(state, &key, &tenant, &conversation, budget, &report);
-            let prior = state.manager.prior(&conversation);
-            let mut response = success(state, called.output, format, prior, model);
+            let sent = (
+                state.manager.prior(&conversation),
+                state.manager.estimate(&conversation),
+            );
+            let mut response = success(state, called.output, format, sent, model);
             add_report_header(&mut response, &report);
             response
         }
@@ -516,12 +519,13 @@ async fn remember(
     injection
 }
 
-/// The client's answer for a successful upstream call.
+/// The client's answer for a successful upstream call. `(prior, counted)`: the prior and
+/// the engine's estimate of the request sent, paired with the usage a stream reports.
 pub(crate) fn success(
     state: &Arc<AppState>,
     output: UpstreamOutput,
     format: Format,
-    prior: f64,
+    (prior, counted): (f64, u64),
     model: String,
 ) -> Response {
     match output {
@@ -543,7 +547,9 @@ pub(crate) fn success(
             let idle = state.upstream_timeout;
             let events = complete_events(format, upstream.bytes_stream(), idle);
             let body = scan_usage(provider, events, move |tokens| {
-                observer.manager.observe(&model, prior, tokens);
+                observer
+                    .manager
+                    .observe_sent(&model, prior, counted, tokens);
                 // The stream's callback is synchronous: the write goes on its own task.
                 let (observer, model) = (observer.clone(), model.clone());
                 tokio::spawn(async move { observer.save_scale(&model).await });

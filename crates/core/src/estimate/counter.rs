@@ -47,3 +47,111 @@ pub trait TokenCounter: Send + Sync + std::fmt::Debug {
 /// Which counter, if any, counts a model's requests exactly (`None`: the prior).
 pub type CounterFor =
     std::sync::Arc<dyn Fn(&str) -> Option<&'static dyn TokenCounter> + Send + Sync>;
+
+/// The exact counters an engine uses, and the models whose provider counted otherwise.
+///
+/// An OpenAI model id names a tokenizer, but the endpoint behind it may not be OpenAI's: a
+/// gateway, a local server under an OpenAI name, or a provider whose framing changed. An
+/// exact count that disagrees with what the provider reports would never be corrected
+/// (calibration does not scale exact counts) and would overflow on every request; so the
+/// first report that differs by more than [`Counters::TOLERANCE`] (and
+/// [`Counters::SLACK`] tokens) sends the model back to the calibrated prior.
+#[derive(Default)]
+pub(crate) struct Counters {
+    counter_for: Option<CounterFor>,
+    distrusted: std::sync::Mutex<std::collections::HashSet<String>>,
+}
+
+impl Counters {
+    /// The share of the provider's count an exact count may miss by.
+    pub(crate) const TOLERANCE: f64 = 0.05;
+    /// Tokens an exact count may miss by whatever the request's size (framing of tool
+    /// calls and images is documented only approximately).
+    pub(crate) const SLACK: u64 = 32;
+
+    pub(crate) fn new(counter_for: CounterFor) -> Self {
+        Counters {
+            counter_for: Some(counter_for),
+            distrusted: std::sync::Mutex::default(),
+        }
+    }
+
+    fn distrusted(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<String>> {
+        self.distrusted.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The counter for `model`, unless its provider contradicted it.
+    pub(crate) fn for_model(&self, model: &str) -> Option<&'static dyn TokenCounter> {
+        let counter = self.counter_for.as_ref().and_then(|f| f(model))?;
+        (!self.distrusted().contains(model)).then_some(counter)
+    }
+
+    /// Compares an exact count of a request with what its provider counted; returns whether
+    /// the model's counter was dropped by this observation.
+    pub(crate) fn check(&self, model: &str, counted: u64, real: u64) -> bool {
+        if self.for_model(model).is_none() {
+            return false;
+        }
+        let allowed = (real as f64 * Self::TOLERANCE).max(Self::SLACK as f64);
+        if (real as f64 - counted as f64).abs() <= allowed {
+            return false;
+        }
+        tracing::warn!(
+            model,
+            counted,
+            real,
+            "the provider counts this model's requests otherwise than its public tokenizer: \
+             estimating it with the calibrated prior from now on"
+        );
+        self.distrusted().insert(model.to_owned())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure is a test failure
+    use super::*;
+
+    /// A tokenizer that counts one token per character.
+    #[derive(Debug)]
+    struct PerChar;
+
+    impl TokenCounter for PerChar {
+        fn name(&self) -> &str {
+            "per-char"
+        }
+        fn message(&self, message: &Message) -> u64 {
+            message.text_content().chars().count() as u64
+        }
+        fn request_overhead(&self, _: &Conversation) -> u64 {
+            0
+        }
+        fn text(&self, text: &str) -> u64 {
+            text.chars().count() as u64
+        }
+    }
+
+    static PER_CHAR: PerChar = PerChar;
+
+    fn counters() -> Counters {
+        Counters::new(std::sync::Arc::new(|model: &str| {
+            (model.starts_with("gpt")).then_some(&PER_CHAR as &'static dyn TokenCounter)
+        }))
+    }
+
+    #[test]
+    fn a_provider_that_counts_otherwise_sends_the_model_back_to_the_prior() {
+        let counters = counters();
+        assert!(counters.for_model("gpt-4o").is_some());
+        // Within 5% (or 32 tokens): the counter stays.
+        assert!(!counters.check("gpt-4o", 10_000, 10_400));
+        assert!(!counters.check("gpt-4o", 100, 130));
+        assert!(counters.for_model("gpt-4o").is_some());
+        // A third more than counted: an endpoint with another tokenizer behind the name.
+        assert!(counters.check("gpt-4o", 10_000, 13_300));
+        assert!(counters.for_model("gpt-4o").is_none());
+        // Other models keep theirs; a model without a counter is never dropped.
+        assert!(counters.for_model("gpt-4.1").is_some());
+        assert!(!counters.check("claude-sonnet-4-5", 10_000, 20_000));
+    }
+}
