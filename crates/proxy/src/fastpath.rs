@@ -47,6 +47,9 @@ use crate::upstream::{UpstreamCall, forwarded_headers};
 const FACTS_CAPACITY: usize = 1 << 18;
 /// At most this many conversations are remembered as clean; a full set starts over.
 const CLEAN_CAPACITY: usize = 1 << 16;
+/// How much of a body's start stands for its conversation when declining early: enough for
+/// the system prompt and the first user message of most requests (their conversation key).
+const PREFIX_BYTES: usize = 64 * 1024;
 
 /// What the decision needs to know about one message, from its bytes alone.
 #[derive(Debug, Clone, Copy)]
@@ -70,6 +73,12 @@ pub(crate) struct FastPath {
     enabled: bool,
     facts: Mutex<HashMap<MemoKey, Facts>>,
     clean: Mutex<HashSet<String>>,
+    /// The conversation key of bodies that started with these bytes (a hash of the tenant,
+    /// the format and the first [`PREFIX_BYTES`]), remembered when one was declined because
+    /// its conversation is not clean: the next request of a compacted conversation is
+    /// declined before its body is scanned. Two conversations that share those bytes share
+    /// a key too, or lose only the fast path: a prefix never admits a request.
+    declined: Mutex<HashMap<u64, String>>,
 }
 
 /// A request the fast path can send as it is.
@@ -141,6 +150,7 @@ impl FastPath {
             enabled,
             facts: Mutex::default(),
             clean: Mutex::default(),
+            declined: Mutex::default(),
         }
     }
 
@@ -156,6 +166,34 @@ impl FastPath {
             clean.clear();
         }
         clean.insert(key.to_owned());
+    }
+
+    /// The hash of a body's start that [`FastPath::declined`] keys by.
+    fn prefix(format: Format, tenant: &str, bytes: &[u8]) -> u64 {
+        let mut hasher = xxhash_rust::xxh3::Xxh3::new();
+        hasher.update(format.as_str().as_bytes());
+        hasher.update(&[0xff]);
+        hasher.update(tenant.as_bytes());
+        hasher.update(&[0xff]);
+        hasher.update(&bytes[..bytes.len().min(PREFIX_BYTES)]);
+        hasher.digest()
+    }
+
+    /// Whether a body starting like one of a conversation that is not clean (still) belongs
+    /// to a conversation that is not clean.
+    fn declined_before(&self, prefix: u64) -> bool {
+        let known = (self.declined.lock().unwrap_or_else(|p| p.into_inner()))
+            .get(&prefix)
+            .cloned();
+        known.is_some_and(|key| !self.is_clean(&key))
+    }
+
+    fn remember_declined(&self, prefix: u64, key: &str) {
+        let mut declined = self.declined.lock().unwrap_or_else(|p| p.into_inner());
+        if declined.len() >= CLEAN_CAPACITY {
+            declined.clear();
+        }
+        declined.insert(prefix, key.to_owned());
     }
 
     /// Whether a conversation went upstream untouched last time.
@@ -284,6 +322,11 @@ where
         tenant,
         bytes,
     } = request;
+    let prefix = FastPath::prefix(format, tenant, bytes);
+    if fast.declined_before(prefix) {
+        tracing::debug!("fast path: a conversation whose last request was changed");
+        return None;
+    }
     let scan: Scan<'_> = serde_json::from_slice(bytes).ok()?;
     let skeleton = skeleton(format, &scan)?;
     let model = skeleton.model().unwrap_or("").to_owned();
@@ -299,6 +342,7 @@ where
     let key = conversation_key(format, headers, &scan, &facts)?;
     let key = crate::tenancy::Tenancy::scoped(tenant, &key);
     if !fast.is_clean(&key) {
+        fast.remember_declined(prefix, &key);
         let conversation = crate::status::record::short_id(&key);
         tracing::debug!(%conversation, "fast path: the conversation's last request was changed, or is new");
         return None;

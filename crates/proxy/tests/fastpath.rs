@@ -220,3 +220,46 @@ async fn a_conversation_with_a_remembered_fact_takes_the_slow_path() {
     );
     assert_eq!(h.state.metrics().fast_path, 0);
 }
+
+#[tokio::test]
+async fn a_conversation_declined_early_takes_the_fast_path_again_once_it_is_clean() {
+    // A system prompt past the 64 KiB the fast path identifies a body by (Claude Code's
+    // is of that size): requests of one task share their first 64 KiB.
+    let system = common::prose(0, 70_000);
+    let task = "Fix the parser.";
+    let body = |results: usize, chars: usize| {
+        let mut messages = vec![
+            json!({"role": "system", "content": system}),
+            json!({"role": "user", "content": task}),
+        ];
+        for i in 0..results {
+            let id = format!("call_{i}");
+            messages.push(
+                json!({"role": "assistant", "content": null, "tool_calls": [{"id": id,
+                "type": "function", "function": {"name": "read_file",
+                "arguments": format!("{{\"path\":\"src/m{i}.rs\"}}")}}]}),
+            );
+            messages.push(json!({"role": "tool", "tool_call_id": id,
+                "content": common::prose(i + 1, chars)}));
+        }
+        serde_json::to_vec(&json!({"model": "gpt-4o", "max_tokens": 1024, "messages": messages}))
+            .unwrap()
+    };
+    let h = proxy(60_000, true).await;
+    // Too large: compacted, twice (the second is declined by its first 64 KiB alone).
+    for results in [8, 9] {
+        let exchange = send(&h, &body(results, 40_000)).await;
+        assert!(exchange.report.is_some(), "compacted");
+    }
+    // The task starts over, small: the slow path leaves it untouched...
+    assert!(send(&h, &body(1, 1_000)).await.report.is_none());
+    assert_eq!(h.state.metrics().fast_path, 0);
+    // ... so the next request of it, sharing those 64 KiB, takes the fast path.
+    let next = body(2, 1_000);
+    assert!(send(&h, &next).await.report.is_none());
+    assert_eq!(h.state.metrics().fast_path, 1);
+    assert_eq!(
+        h.script.seen().last().unwrap().body.as_ref(),
+        next.as_slice()
+    );
+}
