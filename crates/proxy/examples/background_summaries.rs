@@ -25,7 +25,11 @@ use axum::response::{IntoResponse, Response};
 use cascade_proxy::config::IN_MEMORY_DB;
 use cascade_proxy::{AppState, Provider, ProxyConfig, REPORT_HEADER, SummarizerSpec, serve_state};
 use cascade_test_support::upstream::{Answer, start_async};
-use context_cascade::{Budget, CascadeConfig, ContextManager, Role, Strategy, format, replay};
+use context_cascade::summarizer::{Summarizer, SummaryError, SummaryRequest};
+use context_cascade::{
+    BoxFuture, Budget, CascadeConfig, ContextManager, Conversation, PreparedSummaries, Role,
+    Strategy, format, replay,
+};
 use serde_json::{Value, json};
 
 const SUMMARY_MODEL: &str = "summary-model";
@@ -75,6 +79,136 @@ async fn busiest_window(transcript: &context_cascade::Conversation, reserve: u64
         }
     }
     best
+}
+
+/// The scripted summarizer of the library sweep: the nine sections at once, counted.
+#[derive(Default)]
+struct Scripted(AtomicUsize);
+
+impl Summarizer for Scripted {
+    fn id(&self) -> String {
+        SUMMARY_MODEL.into()
+    }
+
+    fn summarize<'a>(
+        &'a self,
+        r: &'a SummaryRequest,
+    ) -> BoxFuture<'a, Result<String, SummaryError>> {
+        if std::env::var("DIAG").is_ok() {
+            eprintln!(
+                "    summarizer asked: {} msgs merge={} max={} prev={}",
+                r.messages().len(),
+                r.is_merge(),
+                r.max_tokens(),
+                r.previous_summary().is_some()
+            );
+        }
+        self.0.fetch_add(1, Ordering::SeqCst);
+        Box::pin(std::future::ready(Ok(nine_sections())))
+    }
+}
+
+fn summarized(report: &context_cascade::Report) -> bool {
+    (report.steps.iter()).any(|s| matches!(s.strategy, Strategy::Summarize | Strategy::Degrade))
+}
+
+/// The library alone, without HTTP or waiting (`--sweep`): the transcript replayed as the
+/// proxy does it, `summarize_ahead` on each request sent before the next comes, for each
+/// bound on forecasts. Per bound: ④ turns, those that still asked the summarizer, the
+/// summarizer calls made ahead and at request time, and whether every request came out
+/// byte-identical to the synchronous run's.
+async fn sweep(transcript: &Conversation, budget: Budget) {
+    println!(
+        "| forecasts | ④ turns | waited | calls ahead | calls at ④ turns | sync run calls | identical |"
+    );
+    println!("|---|---|---|---|---|---|---|");
+    for forecasts in std::env::var("FORECASTS").map_or(vec![1, 2, 3, 4, 5, 6, 8], |v| {
+        v.split(',').map(|x| x.parse().unwrap()).collect()
+    }) {
+        let config = CascadeConfig {
+            background_forecasts: forecasts,
+            background_cap_ratio: std::env::var("CAP_RATIO").map_or(0.8, |v| v.parse().unwrap()),
+            ..CascadeConfig::default()
+        };
+        let inner = Arc::new(Scripted::default());
+        let prepared = Arc::new(PreparedSummaries::new(inner.clone()));
+        let manager = ContextManager::new(config.clone()).with_summarizer(prepared.clone());
+        let plain_inner = Arc::new(Scripted::default());
+        let plain = ContextManager::new(config).with_summarizer(plain_inner.clone());
+        let (mut turns, mut waited, mut ahead, mut at_turns, mut identical) = (0, 0, 0, 0, true);
+        let mut carried = Conversation {
+            format: transcript.format,
+            messages: Vec::new(),
+            envelope: transcript.envelope.clone(),
+        };
+        let mut next = 0;
+        let points = replay::call_points(transcript.messages.iter().map(|m| m.role()));
+        let mut prev_end = 0;
+        for end in points {
+            if std::env::var("DIAG").is_ok() {
+                eprintln!("end={end} sent-est={}", manager.estimate(&carried));
+            }
+            let _ = prev_end;
+            carried
+                .messages
+                .extend(transcript.messages[next..end].iter().cloned());
+            next = end;
+            let mut alone = carried.clone();
+            let before = inner.0.load(Ordering::SeqCst);
+            let report = manager.prepare(&mut carried, budget).await;
+            let calls = inner.0.load(Ordering::SeqCst) - before;
+            plain.prepare(&mut alone, budget).await;
+            identical &= format::to_vec(&alone, Default::default()).unwrap()
+                == format::to_vec(&carried, Default::default()).unwrap();
+            if summarized(&report) && std::env::var("DIAG").is_ok() {
+                eprintln!(
+                    "turn end={end} len={} calls={calls} report={} before-est={} E={} new={}",
+                    alone.messages.len(),
+                    report.summary_line(),
+                    report.tokens_before,
+                    budget.effective(),
+                    end - prev_end
+                );
+            }
+            if summarized(&report) {
+                turns += 1;
+                waited += usize::from(calls > 0);
+                at_turns += calls;
+            }
+            let before = inner.0.load(Ordering::SeqCst);
+            if let Ok(Some(summary)) = manager
+                .summarize_ahead(&carried, budget, prepared.clone())
+                .await
+            {
+                if std::env::var("DIAG").is_ok() {
+                    let sizes: Vec<String> = summary
+                        .requests()
+                        .map(|r| {
+                            format!(
+                                "{}{}",
+                                r.messages().len(),
+                                if r.is_merge() { "m" } else { "" }
+                            )
+                        })
+                        .collect();
+                    eprintln!(
+                        "  ahead after end={end} len={} est={} forecasts={} requests {:?}",
+                        carried.messages.len(),
+                        manager.estimate(&carried),
+                        summary.forecasts(),
+                        sizes
+                    );
+                }
+                prepared.add(summary);
+            }
+            ahead += inner.0.load(Ordering::SeqCst) - before;
+            prev_end = end;
+        }
+        println!(
+            "| {forecasts} | {turns} | {waited} | {ahead} | {at_turns} | {} | {identical} |",
+            plain_inner.0.load(Ordering::SeqCst)
+        );
+    }
 }
 
 /// One replay through a fresh proxy; per turn: (latency, whether ④ ran, summarizer calls
@@ -171,6 +305,15 @@ async fn main() {
         None => busiest_window(&transcript, transcript.output_reserve()).await,
     };
 
+    if std::env::args().any(|a| a == "--sweep") {
+        println!("fixture {fixture}: window {window}, library sweep");
+        sweep(
+            &transcript,
+            Budget::new(window, transcript.output_reserve()),
+        )
+        .await;
+        return;
+    }
     let summaries = Arc::new(AtomicUsize::new(0));
     let counter = summaries.clone();
     let delay = Duration::from_millis(summary_ms);
