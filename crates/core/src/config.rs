@@ -38,11 +38,6 @@ pub struct CascadeConfig {
     /// How many distinct next requests (④ ranges) `ContextManager::summarize_ahead`
     /// prepares summaries for at most, each costing one compaction's summarizer calls.
     pub background_forecasts: usize,
-    /// Between this share of E and `background_summary_ratio`, only the forecasts of a
-    /// new output at ①'s cap are prepared: a large output (which ① cuts to the cap, so its
-    /// size is known) is what takes a conversation from under the pre-threshold to ④ in
-    /// one turn. At `background_summary_ratio` or above: off.
-    pub background_cap_ratio: f64,
     /// ① cuts at the last newline when it lies past this share of the cut budget.
     pub newline_cut_ratio: f64,
     /// ③ keeps at most this many recent messages (and at most a third of the history).
@@ -90,7 +85,6 @@ impl Default for CascadeConfig {
             preemptive_target: 0.60,
             background_summary_ratio: 0.80,
             background_forecasts: 4,
-            background_cap_ratio: 0.80,
             newline_cut_ratio: 0.70,
             recent_messages: 6,
             chunk_threshold_chars: 50_000,

@@ -171,12 +171,7 @@ pub(crate) fn after_answer(
     let Some(background) = state.background() else {
         return;
     };
-    let config = state.manager().config();
-    // Below background_summary_ratio, the forecasts of an output at ①'s cap only, from
-    // background_cap_ratio when it is lower (summarize_ahead decides which).
-    let ratio = config
-        .background_summary_ratio
-        .min(config.background_cap_ratio);
+    let ratio = state.manager().config().background_summary_ratio;
     if report.tokens_after <= budget.share(ratio) {
         return;
     }

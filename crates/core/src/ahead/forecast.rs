@@ -82,7 +82,7 @@ impl<'a> Forecasts<'a> {
     /// One more exchange like the latest, every result past ①'s cap (parallel calls only),
     /// then its largest result only: the largest request one exchange can make once ①
     /// cut them. Empty when the latest exchange has no result.
-    pub(crate) fn past_cap(&self) -> Vec<Conversation> {
+    fn past_cap(&self) -> Vec<Conversation> {
         let mut next = Vec::new();
         if self.source.is_some() {
             let over = self.text_of(self.cap + self.cap / 4);

@@ -174,22 +174,23 @@ impl ContextManager {
     ///
     /// Below `background_summary_ratio`·E nothing is forecast (`Ok(None)`). Above it,
     /// several next requests are forecast (this conversation followed by one more exchange
-    /// whose new tool output is of each size that decides ④'s range: like the latest, at
-    /// ①'s cap, like the largest lately, none, and between; or two exchanges ahead). A
-    /// probe runs the engine's `prepare` on each to learn the range ④ would summarize,
-    /// without a summarizer call; for the first `background_forecasts` distinct ranges, in
-    /// that order, `prepare` runs again with `summarizer`, concurrently, each on the
-    /// forecast of its range with the smallest room (whose summary then fits the others),
-    /// recording every request. `Ok(None)` when no forecast needs ④. The first
-    /// summarizer error is returned (the caller may try again; the synchronous path will
-    /// anyway).
+    /// whose new tool output is of each size that decides ④'s range: like the latest, past
+    /// ①'s cap, like the largest lately, none, and every size in between; or two exchanges
+    /// ahead). A probe runs the engine's `prepare` on each to learn the range ④ would
+    /// summarize, without a summarizer call; for the first `background_forecasts` distinct
+    /// ranges `prepare` runs again with `summarizer`, concurrently, each on the forecast of
+    /// its range with the least room (whose summary then fits the others), recording every
+    /// request. `Ok(None)` when no forecast needs ④.
+    /// The first summarizer error is returned (the caller may try again; the synchronous
+    /// path will anyway).
     ///
     /// The conversation is not changed and the calibration is only read. Hand the result
     /// to [`PreparedSummaries::add`] behind the manager's summarizer: when one of the
     /// forecasts holds, the synchronous ④ makes no summarizer call and writes the same
     /// bytes. Cost: up to `background_forecasts` times one compaction's summarizer calls
     /// (fewer when forecasts share a range, none for a range already in a summary cache
-    /// below `summarizer`), and a few `prepare` runs of CPU.
+    /// below `summarizer`), and about 80 `prepare` runs of CPU, each on a copy of its
+    /// forecast.
     pub async fn summarize_ahead(
         &self,
         conversation: &Conversation,
@@ -197,28 +198,14 @@ impl ContextManager {
         summarizer: Arc<dyn Summarizer>,
     ) -> Result<Option<PreparedSummary>, SummaryError> {
         let config = self.config();
-        let estimate = self.estimate(conversation);
-        let every = estimate > budget.share(config.background_summary_ratio);
-        if !every && estimate <= budget.share(config.background_cap_ratio) {
+        if self.estimate(conversation) <= budget.share(config.background_summary_ratio) {
             return Ok(None);
         }
         let estimator = self.estimator(model_of(conversation));
         let Some(forecasts) = Forecasts::new(conversation, &estimator, budget, config) else {
             return Ok(None);
         };
-        let mut chosen = if every {
-            self.distinct_ranges(&forecasts, budget, &summarizer).await
-        } else {
-            let probe = ProbeRun::new(self, budget, &summarizer);
-            let mut found = Vec::new();
-            for next in forecasts.past_cap() {
-                if let Some((key, room)) = probe.range_of(&next).await {
-                    note(&mut found, key, room, next);
-                }
-            }
-            found.truncate(config.background_forecasts.max(1));
-            found.into_iter().map(|f| f.next).collect()
-        };
+        let mut chosen = self.distinct_ranges(&forecasts, budget, &summarizer).await;
         let recording = Arc::new(Recording {
             inner: summarizer,
             log: Mutex::new(Vec::new()),
