@@ -35,6 +35,9 @@ pub struct CascadeConfig {
     /// Above this share of E (below `preemptive_ratio`), ④'s summaries for the next
     /// request may be prepared ahead, between turns (`ContextManager::summarize_ahead`).
     pub background_summary_ratio: f64,
+    /// How many distinct next requests (④ ranges) `ContextManager::summarize_ahead`
+    /// prepares summaries for at most, each costing one compaction's summarizer calls.
+    pub background_forecasts: usize,
     /// ① cuts at the last newline when it lies past this share of the cut budget.
     pub newline_cut_ratio: f64,
     /// ③ keeps at most this many recent messages (and at most a third of the history).
@@ -81,6 +84,7 @@ impl Default for CascadeConfig {
             preemptive_ratio: 0.90,
             preemptive_target: 0.60,
             background_summary_ratio: 0.80,
+            background_forecasts: 4,
             newline_cut_ratio: 0.70,
             recent_messages: 6,
             chunk_threshold_chars: 50_000,

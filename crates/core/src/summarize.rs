@@ -347,7 +347,7 @@ fn split_chunks(
 }
 
 /// Polls every future to completion concurrently, without a runtime; results in order.
-async fn join_all<T>(futures: Vec<BoxFuture<'_, T>>) -> Vec<T> {
+pub(crate) async fn join_all<T>(futures: Vec<BoxFuture<'_, T>>) -> Vec<T> {
     let mut pending: Vec<Option<Pin<Box<dyn Future<Output = T> + Send + '_>>>> =
         futures.into_iter().map(Some).collect();
     let mut done: Vec<Option<T>> = pending.iter().map(|_| None).collect();

@@ -122,12 +122,13 @@ fn the_prepared_summary_is_what_the_synchronous_run_asks_for() {
         calls_ahead,
         "no summarizer call at request time"
     );
-    assert_eq!(prepared.served() as usize, calls_ahead);
 
-    // The same request without them: the same bytes, from a summarizer call.
+    // The same request without them: the same bytes, from a summarizer call (as many as
+    // were served: several forecasts were prepared, one came true).
     let mut without = next.clone();
     let plain_report = pollster::block_on(plain.prepare(&mut without, BUDGET));
     assert!(plain_inner.calls() > 0);
+    assert_eq!(prepared.served() as usize, plain_inner.calls());
     assert_eq!(bytes(&with), bytes(&without));
     assert_eq!(report.summary_line(), plain_report.summary_line());
 }

@@ -9,13 +9,20 @@
 //! A request never waits for a job, and a forecast that does not come true costs one
 //! summary and nothing else (④ runs as before).
 //!
+//! Each job prepares for several forecasts of the next request (the new tool output at
+//! each size that changes ④'s range; `background_forecasts` distinct ranges at most), so
+//! that the turn bringing a large output finds its summary too.
+//!
 //! Bounds: one job per conversation at a time (a map of the keys in flight), at most
 //! `background_jobs` running at once across the proxy (a semaphore; the others wait their
-//! turn off the request path), and a failed job is tried once more, then dropped.
+//! turn off the request path), and a failed job is tried once more, then dropped. A
+//! request answered while its conversation's job runs leaves its conversation as the
+//! job's next one (the latest such request only): when the job ends it runs once more on
+//! it, since the history has grown past what the job forecast from.
 //!
 //! [`ContextManager::summarize_ahead`]: context_cascade::ContextManager::summarize_ahead
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -29,14 +36,25 @@ use crate::tenancy::TENANT;
 /// Default bound on background summary jobs running at once.
 pub const DEFAULT_BACKGROUND_JOBS: usize = 4;
 
+/// What a job prepares from: the request as sent, its budget and its tenant.
+struct Job {
+    conversation: Conversation,
+    budget: Budget,
+    tenant: String,
+}
+
 /// The background summary jobs of one proxy.
 pub struct Background {
     summarizer: Arc<dyn Summarizer>,
-    in_flight: Mutex<HashSet<String>>,
+    /// The conversations with a job running or waiting, each with the request answered
+    /// meanwhile that the job runs on next.
+    in_flight: Mutex<HashMap<String, Option<Job>>>,
     permits: Arc<Semaphore>,
     started: AtomicU64,
     prepared: AtomicU64,
     failed: AtomicU64,
+    rerun: AtomicU64,
+    forecasts: AtomicU64,
 }
 
 /// What the background jobs have done so far.
@@ -48,19 +66,42 @@ pub struct BackgroundStats {
     pub prepared: u64,
     /// Jobs that failed twice and were dropped.
     pub failed: u64,
+    /// Runs started again because the conversation grew while its job ran (counted in
+    /// `started` too).
+    pub rerun: u64,
+    /// Distinct forecasts prepared for, over all jobs (at most `background_forecasts` each).
+    pub forecasts: u64,
     /// Jobs running or waiting for a permit now.
     pub in_flight: usize,
 }
 
-/// Takes a conversation's key out of the in-flight map when its job ends, however it ends.
+/// Takes a conversation's key out of the in-flight map when its job ends, however it ends
+/// (a panic too), unless [`InFlight::next`] already did.
 struct InFlight {
     background: Arc<Background>,
     key: String,
+    released: bool,
+}
+
+impl InFlight {
+    /// The request answered while the job ran, to run on next; `None` releases the key
+    /// (in the same lock, so that a request answered now starts a job of its own).
+    fn next(&mut self) -> Option<Job> {
+        let mut in_flight = lock(&self.background.in_flight);
+        let next = in_flight.get_mut(&self.key).and_then(Option::take);
+        if next.is_none() {
+            in_flight.remove(&self.key);
+            self.released = true;
+        }
+        next
+    }
 }
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        lock(&self.background.in_flight).remove(&self.key);
+        if !self.released {
+            lock(&self.background.in_flight).remove(&self.key);
+        }
     }
 }
 
@@ -76,11 +117,13 @@ impl Background {
     pub fn new(summarizer: Arc<dyn Summarizer>, jobs: usize) -> Self {
         Background {
             summarizer,
-            in_flight: Mutex::new(HashSet::new()),
+            in_flight: Mutex::new(HashMap::new()),
             permits: Arc::new(Semaphore::new(jobs.max(1))),
             started: AtomicU64::new(0),
             prepared: AtomicU64::new(0),
             failed: AtomicU64::new(0),
+            rerun: AtomicU64::new(0),
+            forecasts: AtomicU64::new(0),
         }
     }
 
@@ -90,18 +133,27 @@ impl Background {
             started: self.started.load(Ordering::Relaxed),
             prepared: self.prepared.load(Ordering::Relaxed),
             failed: self.failed.load(Ordering::Relaxed),
+            rerun: self.rerun.load(Ordering::Relaxed),
+            forecasts: self.forecasts.load(Ordering::Relaxed),
             in_flight: lock(&self.in_flight).len(),
         }
     }
 
-    /// Claims `key` for a job; `None` when one is already in flight for it.
-    fn claim(self: &Arc<Self>, key: &str) -> Option<InFlight> {
-        lock(&self.in_flight)
-            .insert(key.to_owned())
-            .then(|| InFlight {
-                background: self.clone(),
-                key: key.to_owned(),
-            })
+    /// Claims `key` for `job`; when a job is in flight for it already, `job` becomes its
+    /// next one (replacing an older one) and `None` is returned.
+    fn claim(self: &Arc<Self>, key: &str, job: Job) -> Option<(InFlight, Job)> {
+        let mut in_flight = lock(&self.in_flight);
+        if let Some(next) = in_flight.get_mut(key) {
+            *next = Some(job);
+            return None;
+        }
+        in_flight.insert(key.to_owned(), None);
+        let claim = InFlight {
+            background: self.clone(),
+            key: key.to_owned(),
+            released: false,
+        };
+        Some((claim, job))
     }
 }
 
@@ -123,35 +175,52 @@ pub(crate) fn after_answer(
     if report.tokens_after <= budget.share(ratio) {
         return;
     }
-    let Some(claim) = background.claim(key) else {
+    let job = Job {
+        conversation: sent.clone(),
+        budget,
+        tenant: tenant.to_owned(),
+    };
+    let Some((mut claim, mut job)) = background.claim(key, job) else {
         return;
     };
     background.started.fetch_add(1, Ordering::Relaxed);
-    let (state, conversation, tenant) = (state.clone(), sent.clone(), tenant.to_owned());
+    let state = state.clone();
     tokio::spawn(async move {
         let background = claim.background.clone();
-        // Waiting for a permit happens here, off the request path.
-        let Ok(_permit) = background.permits.clone().acquire_owned().await else {
-            return;
-        };
-        let prepare = || {
-            let summarizer = background.summarizer.clone();
-            let ahead = state
-                .manager()
-                .summarize_ahead(&conversation, budget, summarizer);
-            // The summary cache keys summaries by tenant, like the request's own would be.
-            TENANT.scope(tenant.clone(), ahead)
-        };
-        let outcome = match prepare().await {
-            Err(error) => {
-                tracing::info!(%error, "background summary failed; trying once more");
-                prepare().await
-            }
-            done => done,
-        };
-        record(&background, outcome);
-        drop(claim);
+        loop {
+            run(&state, &background, &job).await;
+            let Some(next) = claim.next() else {
+                break;
+            };
+            job = next;
+            background.started.fetch_add(1, Ordering::Relaxed);
+            background.rerun.fetch_add(1, Ordering::Relaxed);
+        }
     });
+}
+
+/// One run of a job: waits for a permit (off the request path), prepares, retries once.
+async fn run(state: &Arc<AppState>, background: &Arc<Background>, job: &Job) {
+    let Ok(_permit) = background.permits.clone().acquire_owned().await else {
+        return;
+    };
+    let prepare = || {
+        let summarizer = background.summarizer.clone();
+        let ahead = (state.manager()).summarize_ahead(&job.conversation, job.budget, summarizer);
+        // The summary cache keys summaries by tenant, like the request's own would be.
+        TENANT.scope(job.tenant.clone(), ahead)
+    };
+    let outcome = match prepare().await {
+        Err(error) => {
+            tracing::info!(%error, "background summary failed; trying once more");
+            prepare().await
+        }
+        done => done,
+    };
+    if let Ok(Some(summary)) = &outcome {
+        (background.forecasts).fetch_add(summary.forecasts() as u64, Ordering::Relaxed);
+    }
+    record(background, outcome);
 }
 
 fn record<T>(background: &Background, outcome: Result<Option<T>, SummaryError>) {

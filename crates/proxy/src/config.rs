@@ -20,6 +20,7 @@
 //! background_summaries = true    # prepare ④'s LLM summary ahead, past 0.8·E (LLM summarizer only)
 //! background_jobs = 4            # background summaries running at once, at most
 //! background_summary_ratio = 0.8 # the pre-threshold, a share of E below the preemptive 0.9
+//! background_forecasts = 4       # distinct next requests (④ ranges) prepared for, at most
 //! admin_token = "..."            # opens the status page (GET /) to other hosts with this token
 //! fast_path = true               # send a request the cascade would not change without parsing it
 //! calibration_prior_tokens = 32000   # size-weighted calibration; 0 (default) is SPEC's EMA
@@ -350,6 +351,15 @@ impl<'de> Visitor<'de> for CascadeKeys {
                         )));
                     }
                     config.background_summary_ratio = ratio;
+                }
+                "background_forecasts" => {
+                    let forecasts: usize = map.next_value()?;
+                    if forecasts == 0 {
+                        return Err(de::Error::custom(
+                            "background_forecasts = 0: expected at least 1 (background_summaries = false turns them off)",
+                        ));
+                    }
+                    config.background_forecasts = forecasts;
                 }
                 "calibration_prior_tokens" => {
                     let tokens: f64 = map.next_value()?;

@@ -1,8 +1,9 @@
 //! Background summaries: once a conversation is past the pre-threshold, the proxy prepares
 //! the next compaction's LLM summary off the request path, and the request that crosses
 //! the threshold then makes no summarizer call (counted at the scripted upstream, which
-//! also serves the summarizer). Not timed: the mechanism, not the latency (for that, see
-//! the `background_summaries` example).
+//! also serves the summarizer) — also when it brings a large new tool output, and on the
+//! Responses route — and goes upstream as it would have without. Not timed: the
+//! mechanism, not the latency (for that, see the `background_summaries` example).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure is a test failure
 
@@ -13,7 +14,8 @@ use std::time::Duration;
 use axum::response::{IntoResponse, Response};
 use cascade_proxy::config::IN_MEMORY_DB;
 use cascade_proxy::{AppState, Provider, ProxyConfig, REPORT_HEADER, SummarizerSpec, serve_state};
-use cascade_test_support::upstream::{Answer, start_async};
+use cascade_test_support::upstream::{Answer, Upstream, start_async};
+use context_cascade::{Budget, CascadeConfig, ContextManager, format};
 use serde_json::{Value, json};
 
 const SUMMARY_MODEL: &str = "summary-model";
@@ -35,9 +37,9 @@ fn answer(text: &str) -> Response {
     .into_response()
 }
 
-/// The upstream: chat answers at once, summaries (the summarizer's model) after `delay`,
-/// counted in `summaries`.
-async fn upstream(summaries: Arc<AtomicUsize>, delay: Duration) -> String {
+/// The upstream: chat answers at once (in the Responses shape on its route), summaries
+/// (the summarizer's model) after `delay`, counted in `summaries`.
+async fn upstream_recording(summaries: Arc<AtomicUsize>, delay: Duration) -> Upstream {
     start_async(move |_, request| {
         let summaries = summaries.clone();
         Box::pin(async move {
@@ -46,11 +48,19 @@ async fn upstream(summaries: Arc<AtomicUsize>, delay: Duration) -> String {
                 tokio::time::sleep(delay).await;
                 return answer(&nine_sections());
             }
+            if request.path.starts_with("/v1/responses") {
+                let output = json!({"output": [{"type": "message", "role": "assistant",
+                    "content": [{"type": "output_text", "text": "on it"}]}]});
+                return axum::Json(output).into_response();
+            }
             answer("on it")
         }) as Answer
     })
     .await
-    .base
+}
+
+async fn upstream(summaries: Arc<AtomicUsize>, delay: Duration) -> String {
+    upstream_recording(summaries, delay).await.base
 }
 
 async fn proxy(upstream: &str, background: bool) -> (String, Arc<AppState>) {
@@ -156,4 +166,175 @@ async fn the_offline_summarizer_needs_no_background_jobs() {
     config.db_path = IN_MEMORY_DB.into();
     assert!(config.background_summaries);
     assert!(AppState::new(config).unwrap().background().is_none());
+}
+
+/// The task, `exchanges` exchanges of `lines`-line outputs, then, with `last`, one more
+/// whose output has that many lines; as a chat body, or as a Responses body.
+fn session_of(exchanges: usize, lines: usize, last: Option<usize>, responses: bool) -> Value {
+    let mut items = vec![json!({"role": "user", "content": "Audit these records. ".repeat(800)})];
+    let sizes = (0..exchanges).map(|_| lines).chain(last);
+    for (i, lines) in sizes.enumerate() {
+        let id = format!("call_{i:04}");
+        let output =
+            format!("record {i:04}: status nominal, checksum {:08}\n", i * 7919).repeat(lines);
+        let arguments = format!("{{\"record\":{i:04}}}");
+        if responses {
+            items.push(
+                json!({"type": "function_call", "call_id": id, "name": "lookup",
+                "arguments": arguments}),
+            );
+            items.push(json!({"type": "function_call_output", "call_id": id, "output": output}));
+        } else {
+            items.push(
+                json!({"role": "assistant", "content": null, "tool_calls": [{"id": id,
+                "type": "function", "function": {"name": "lookup", "arguments": arguments}}]}),
+            );
+            items.push(json!({"role": "tool", "tool_call_id": id, "content": output}));
+        }
+    }
+    let system = "You are a careful agent.";
+    if responses {
+        json!({"model": "local-model", "instructions": system, "input": items})
+    } else {
+        items.insert(0, json!({"role": "system", "content": system}));
+        json!({"model": "local-model", "messages": items})
+    }
+}
+
+/// The first number of 12-line exchanges past the pre-threshold (by the proxy's own
+/// estimate, the uncalibrated prior), where one more alike stays under the preemptive one.
+fn past_the_pre_threshold(responses: bool) -> usize {
+    let manager = ContextManager::new(CascadeConfig::default());
+    let budget = Budget::new(WINDOW, 0);
+    let estimate = |k| {
+        let body = session_of(k, 12, None, responses).to_string();
+        manager.estimate(&format::parse(body.as_bytes(), None).unwrap())
+    };
+    let k = (1..200).find(|&k| estimate(k) > budget.share(0.8)).unwrap();
+    assert!(estimate(k + 1) <= budget.share(0.9));
+    k
+}
+
+async fn wait_for_jobs(state: &AppState) {
+    if let Some(jobs) = state.background() {
+        for _ in 0..500 {
+            if jobs.stats().in_flight == 0 {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+}
+
+/// Turns 1..=k of small exchanges, then the one that brings a `last`-line output; returns
+/// the summarizer calls of that turn, its report and the body the upstream received.
+async fn a_large_output_after(
+    background: bool,
+    last: usize,
+    responses: bool,
+) -> (usize, String, Value, Arc<AppState>) {
+    let summaries = Arc::new(AtomicUsize::new(0));
+    let upstream = upstream_recording(summaries.clone(), Duration::from_millis(100)).await;
+    let (proxy, state) = proxy(&upstream.base, background).await;
+    let route = if responses {
+        "/v1/responses"
+    } else {
+        "/v1/chat/completions"
+    };
+    let client = reqwest::Client::new();
+    let k = past_the_pre_threshold(responses);
+    let turns = (1..=k).map(|t| session_of(t, 12, None, responses));
+    let mut report = String::new();
+    let mut calls = 0;
+    for body in turns.chain([session_of(k, 12, Some(last), responses)]) {
+        let before = summaries.load(Ordering::SeqCst);
+        let response = client
+            .post(format!("{proxy}{route}"))
+            .json(&body)
+            .send()
+            .await;
+        let response = response.unwrap();
+        assert!(response.status().is_success());
+        report = (response.headers().get(REPORT_HEADER))
+            .map(|v| v.to_str().unwrap().to_owned())
+            .unwrap_or_default();
+        let _ = response.bytes().await;
+        calls = summaries.load(Ordering::SeqCst) - before;
+        wait_for_jobs(&state).await;
+    }
+    let sent = (upstream.requests().into_iter())
+        .filter(|r| r.body["model"] != SUMMARY_MODEL)
+        .last()
+        .unwrap()
+        .body;
+    (calls, report, sent, state)
+}
+
+#[tokio::test]
+async fn a_large_new_output_finds_its_summary_prepared_and_goes_up_as_without() {
+    // 200 lines: about 0.4·E, under ①'s cap; its like would not need ④, a 12-line one not.
+    let (calls, report, sent, state) = a_large_output_after(true, 200, false).await;
+    assert!(report.contains("summarize"), "{report}");
+    assert_eq!(calls, 0, "the compaction turn asked the summarizer");
+    let stats = state.background().unwrap().stats();
+    assert!(stats.forecasts >= 2, "{stats:?}");
+    let (calls_off, report_off, sent_off, _) = a_large_output_after(false, 200, false).await;
+    assert!(calls_off >= 1);
+    assert_eq!(report, report_off);
+    assert_eq!(sent, sent_off, "the request went upstream otherwise");
+}
+
+#[tokio::test]
+async fn the_responses_route_prepares_ahead_too() {
+    let (calls, report, sent, state) = a_large_output_after(true, 200, true).await;
+    assert!(report.contains("summarize"), "{report}");
+    assert_eq!(calls, 0, "the compaction turn asked the summarizer");
+    assert!(state.background().unwrap().stats().prepared >= 1);
+    let (_, _, sent_off, _) = a_large_output_after(false, 200, true).await;
+    assert_eq!(sent, sent_off);
+}
+
+#[tokio::test]
+async fn a_conversation_that_grew_while_its_job_ran_is_prepared_again() {
+    let summaries = Arc::new(AtomicUsize::new(0));
+    let upstream = upstream(summaries.clone(), Duration::from_millis(300)).await;
+    let (proxy, state) = proxy(&upstream, true).await;
+    let client = reqwest::Client::new();
+    let k = past_the_pre_threshold(false);
+    // Two turns past the pre-threshold, the second while the first one's job runs.
+    for turns in [k, k + 1] {
+        let body = session_of(turns, 12, None, false);
+        let response = client
+            .post(format!("{proxy}/v1/chat/completions"))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert!(response.status().is_success());
+    }
+    wait_for_jobs(&state).await;
+    let stats = state.background().unwrap().stats();
+    assert_eq!(
+        (stats.started, stats.rerun, stats.in_flight),
+        (2, 1, 0),
+        "{stats:?}"
+    );
+    // The key is free again: the next turn starts a job of its own.
+    let body = session_of(k + 2, 12, None, false);
+    let response = client
+        .post(format!("{proxy}/v1/chat/completions"))
+        .json(&body)
+        .send();
+    assert!(response.await.unwrap().status().is_success());
+    wait_for_jobs(&state).await;
+    assert_eq!(state.background().unwrap().stats().started, 3);
+}
+
+#[test]
+fn the_forecast_bound_is_read_and_checked() {
+    let config = ProxyConfig::from_toml_str("background_forecasts = 2").unwrap();
+    assert_eq!(config.cascade.background_forecasts, 2);
+    assert!(ProxyConfig::from_toml_str("background_forecasts = 0").is_err());
+    let default = ProxyConfig::from_toml_str("").unwrap();
+    assert_eq!(default.cascade.background_forecasts, 4);
 }
