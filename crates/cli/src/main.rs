@@ -91,5 +91,8 @@ fn init_tracing() {
         .with_ansi(std::io::stderr().is_terminal())
         .with_target(false)
         .without_time()
+        // A log line that cannot be written (stderr closed, a pipe whose reader left) is
+        // lost; reporting that on stderr again would panic the request that logged it.
+        .log_internal_errors(false)
         .init();
 }
