@@ -37,8 +37,9 @@ use serde::de::{Deserializer, MapAccess, Visitor};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
+use crate::answer::{add_report_header, success, upstream_failure};
 use crate::metrics::CallOutcome;
-use crate::server::{AppState, add_report_header, success, upstream_failure};
+use crate::server::AppState;
 use crate::status::digest::{RequestDigest, envelope_hash, message_hash};
 use crate::status::record::Outcome;
 use crate::upstream::{UpstreamCall, forwarded_headers};

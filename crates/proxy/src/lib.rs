@@ -28,6 +28,7 @@
 // Unit tests may unwrap: a failure there is a test failure.
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
+mod answer;
 pub mod background;
 mod body;
 pub mod config;

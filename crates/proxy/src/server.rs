@@ -13,15 +13,15 @@ use axum::routing::{get, post};
 use cascade_llm::{Executor, Provider, SummarizerSpec};
 use context_cascade::format::parse_value;
 use context_cascade::summarizer::Summarizer;
-use context_cascade::{Calibration, LlmError, OfflineSummarizer, Report};
+use context_cascade::{Calibration, OfflineSummarizer};
 use context_cascade::{CallError, ContextManager};
 use context_cascade::{Conversation, Format};
 use serde_json::Value;
 
+use crate::answer::{add_report_header, success, upstream_failure};
 use crate::background::{self, Background};
 use crate::body::read_request_body;
 use crate::config::ProxyConfig;
-use crate::cut::complete_events;
 use crate::discovery::{Learned, Windows};
 use crate::error::{ErrorKind, ProxyError, error_response};
 use crate::fastpath::Served;
@@ -33,12 +33,9 @@ use crate::responses::{self, ResponsesCounters, Watched};
 use crate::stability::{Edit, LazyHashes, Sticky, hash_at};
 use crate::status::{Status, status_page};
 use crate::store::{self, StateStore};
-use crate::stream::scan_usage;
 use crate::summary_cache::CachingSummarizer;
 use crate::tenancy::{TENANT, Tenancy};
-use crate::upstream::{
-    UpstreamCall, UpstreamOutput, forward, forwarded_headers, passthrough_error, response_headers,
-};
+use crate::upstream::{UpstreamCall, forward, forwarded_headers};
 
 /// The response header that lists the strategies applied to a request.
 pub const REPORT_HEADER: &str = "x-context-cascade";
@@ -517,85 +514,4 @@ async fn remember(
     let injection = memory::inject(body, format, &missing);
     state.metrics.facts(stored, missing.len());
     injection
-}
-
-/// The client's answer for a successful upstream call. `(prior, counted)`: the prior and
-/// the engine's estimate of the request sent, paired with the usage a stream reports.
-pub(crate) fn success(
-    state: &Arc<AppState>,
-    output: UpstreamOutput,
-    format: Format,
-    (prior, counted): (f64, u64),
-    model: String,
-) -> Response {
-    match output {
-        UpstreamOutput::Full {
-            status,
-            headers,
-            body,
-        } => {
-            let mut response = Response::new(Body::from(body));
-            *response.status_mut() = status;
-            *response.headers_mut() = response_headers(&headers);
-            response
-        }
-        UpstreamOutput::Stream(upstream) => {
-            let status = upstream.status();
-            let headers = response_headers(upstream.headers());
-            let observer = state.clone();
-            let provider = Provider::for_format(format);
-            let idle = state.upstream_timeout;
-            let events = complete_events(format, upstream.bytes_stream(), idle);
-            let body = scan_usage(provider, events, move |tokens| {
-                observer
-                    .manager
-                    .observe_sent(&model, prior, counted, tokens);
-                // The stream's callback is synchronous: the write goes on its own task.
-                let (observer, model) = (observer.clone(), model.clone());
-                tokio::spawn(async move { observer.save_scale(&model).await });
-            });
-            let mut response = Response::new(Body::from_stream(body));
-            *response.status_mut() = status;
-            *response.headers_mut() = headers;
-            response
-        }
-    }
-}
-
-/// The client's answer when the upstream call failed with something other than overflow.
-pub(crate) fn upstream_failure(format: Format, error: &LlmError) -> Response {
-    match error {
-        LlmError::Status {
-            status,
-            headers,
-            body,
-        } => passthrough_error(*status, headers, body.clone()),
-        LlmError::Transport(detail) => {
-            tracing::warn!(%detail, "upstream unreachable");
-            let message = format!("context-cascade: could not reach the upstream: {detail}");
-            error_response(format, ErrorKind::Unreachable, &message)
-        }
-        LlmError::Local(detail) => {
-            tracing::warn!(%detail, "could not send the request upstream");
-            let message = format!("context-cascade: could not send the request: {detail}");
-            error_response(format, ErrorKind::Internal, &message)
-        }
-        LlmError::Timeout => error_response(
-            format,
-            ErrorKind::Timeout,
-            "context-cascade: the upstream did not answer in time",
-        ),
-    }
-}
-
-pub(crate) fn add_report_header(response: &mut Response, report: &Report) {
-    if report.steps.is_empty() && report.fits {
-        return;
-    }
-    // The best request that could be made went upstream, but it is over the budget.
-    let fit = if report.fits { "" } else { "; cannot fit" };
-    let line = format!("{}{fit}", report.summary_line());
-    if let Ok(value) = HeaderValue::from_str(line.trim_start_matches("; ")) {
-        response.headers_mut().insert(REPORT_HEADER, value);
-    }
 }
