@@ -20,6 +20,7 @@
 use std::collections::BTreeMap;
 
 use crate::config::CascadeConfig;
+use crate::estimate::counter::MODELS_KEPT;
 
 /// One model's calibration state.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -91,6 +92,7 @@ impl Calibration {
         if prior <= 0.0 || real == 0 {
             return calibrated.unwrap_or(1.0);
         }
+        self.make_room(model);
         let (lo, hi) = config.ema_clamp;
         let obs = (real as f64 / prior).clamp(lo, hi);
         let held = self.held.remove(model);
@@ -108,6 +110,22 @@ impl Calibration {
             return scale;
         }
         self.fold(model, prior, obs, starting_scale, config)
+    }
+
+    /// Before a model not seen yet is added: at [`MODELS_KEPT`] models (their names come
+    /// from clients), the one with the fewest observations goes.
+    fn make_room(&mut self, model: &str) {
+        if self.models.len() < MODELS_KEPT || self.models.contains_key(model) {
+            return;
+        }
+        let fewest = (self.models.iter())
+            .min_by_key(|(_, s)| s.observations)
+            .map(|(name, _)| name.clone());
+        if let Some(name) = fewest {
+            self.models.remove(&name);
+            self.weights.remove(&name);
+            self.held.remove(&name);
+        }
     }
 
     /// Applies one (clamped) observation to the model's scale, by the configured rule.
@@ -356,5 +374,19 @@ mod tests {
         let c = Calibration::new();
         assert!((c.multiplier("x", None, &config) - 1.1).abs() < 1e-12);
         assert!((c.multiplier("claude", Some(1.6), &config) - 1.76).abs() < 1e-12);
+    }
+
+    #[test]
+    fn models_are_bounded_and_the_least_observed_goes_first() {
+        let config = CascadeConfig::default();
+        let mut c = Calibration::new();
+        for _ in 0..3 {
+            c.observe("kept", 1000.0, 1200, None, &config);
+        }
+        for i in 0..MODELS_KEPT + 10 {
+            c.observe(&format!("junk-{i}"), 1000.0, 1100, None, &config);
+        }
+        assert!(c.models.len() <= MODELS_KEPT);
+        assert!(c.get("kept").is_some(), "the most observed model stays");
     }
 }

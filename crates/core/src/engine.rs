@@ -14,7 +14,7 @@ use crate::compact_tools::{CompactMode, compact_tool_results};
 use crate::config::{Budget, CascadeConfig};
 use crate::conversation::{Block, Conversation};
 use crate::escalation::{self, Escalation, Goal, OldResults, Progress, Recovery};
-use crate::estimate::counter::Counters;
+use crate::estimate::counter::{Counters, MODELS_KEPT};
 use crate::estimate::{ClassCounts, CounterFor, Estimator};
 use crate::middle::{KeepRules, Summaries};
 use crate::offline::OfflineSummarizer;
@@ -92,9 +92,12 @@ impl ContextManager {
     /// A manager like this one (configuration, catalog, calibration as it is now) with
     /// another summarizer: to run the cascade on a forecast without touching this one.
     pub(crate) fn shadow(&self, summarizer: Arc<dyn Summarizer>) -> ContextManager {
-        let shadow = ContextManager::new(self.config.clone())
+        let mut shadow = ContextManager::new(self.config.clone())
             .with_catalog(self.catalog.clone())
             .with_summarizer(summarizer);
+        // It must count as this one does (exact counts included), or it forecasts ranges
+        // the real compaction does not take.
+        shadow.counters = self.counters.copy();
         shadow.restore_calibration(self.calibration());
         shadow
     }
@@ -122,7 +125,12 @@ impl ContextManager {
         if model.is_empty() {
             return None;
         }
-        *lock(&self.starting_scales)
+        let mut scales = lock(&self.starting_scales);
+        // Model names come from clients: a full cache of catalog lookups starts over.
+        if scales.len() >= MODELS_KEPT && !scales.contains_key(model) {
+            scales.clear();
+        }
+        *scales
             .entry(model.to_owned())
             .or_insert_with(|| self.catalog.lookup(model).token_scale)
     }

@@ -37,8 +37,9 @@ use crate::tenancy::TENANT;
 pub const DEFAULT_BACKGROUND_JOBS: usize = 4;
 
 /// What a job prepares from: the request as sent, its budget and its tenant.
+#[derive(Clone)]
 struct Job {
-    conversation: Conversation,
+    conversation: Arc<Conversation>,
     budget: Budget,
     tenant: String,
 }
@@ -176,7 +177,7 @@ pub(crate) fn after_answer(
         return;
     }
     let job = Job {
-        conversation: sent.clone(),
+        conversation: Arc::new(sent.clone()),
         budget,
         tenant: tenant.to_owned(),
     };
@@ -205,15 +206,30 @@ async fn run(state: &Arc<AppState>, background: &Arc<Background>, job: &Job) {
         return;
     };
     let prepare = || {
+        let (state, job) = (state.clone(), job.clone());
         let summarizer = background.summarizer.clone();
-        let ahead = (state.manager()).summarize_ahead(&job.conversation, job.budget, summarizer);
-        // The summary cache keys summaries by tenant, like the request's own would be.
-        TENANT.scope(job.tenant.clone(), ahead)
+        let handle = tokio::runtime::Handle::current();
+        // A job runs the engine on dozens of forecasts (tokenizing their made-up outputs
+        // for a model counted exactly): on the blocking pool, not on a worker that serves
+        // requests. The permit above bounds how many run at once.
+        tokio::task::spawn_blocking(move || {
+            let ahead =
+                (state.manager()).summarize_ahead(&job.conversation, job.budget, summarizer);
+            // The summary cache keys summaries by tenant, like the request's own would be.
+            handle.block_on(TENANT.scope(job.tenant.clone(), ahead))
+        })
     };
-    let outcome = match prepare().await {
+    let attempt = || async {
+        prepare().await.unwrap_or_else(|e| {
+            Err(SummaryError::Failed(format!(
+                "background summary task ended: {e}"
+            )))
+        })
+    };
+    let outcome = match attempt().await {
         Err(error) => {
             tracing::info!(%error, "background summary failed; trying once more");
-            prepare().await
+            attempt().await
         }
         done => done,
     };

@@ -56,6 +56,9 @@ pub type CounterFor =
 /// (calibration does not scale exact counts) and would overflow on every request; so the
 /// first report that differs by more than [`Counters::TOLERANCE`] (and
 /// [`Counters::SLACK`] tokens) sends the model back to the calibrated prior.
+/// Models remembered per engine at most (their names come from clients).
+pub(crate) const MODELS_KEPT: usize = 1024;
+
 #[derive(Default)]
 pub(crate) struct Counters {
     counter_for: Option<CounterFor>,
@@ -73,6 +76,15 @@ impl Counters {
         Counters {
             counter_for: Some(counter_for),
             distrusted: std::sync::Mutex::default(),
+        }
+    }
+
+    /// The same counters and verdicts, for an engine that must count as this one does (the
+    /// shadow engine that forecasts ④'s ranges for background summaries).
+    pub(crate) fn copy(&self) -> Self {
+        Counters {
+            counter_for: self.counter_for.clone(),
+            distrusted: std::sync::Mutex::new(self.distrusted().clone()),
         }
     }
 
@@ -103,7 +115,13 @@ impl Counters {
             "the provider counts this model's requests otherwise than its public tokenizer: \
              estimating it with the calibrated prior from now on"
         );
-        self.distrusted().insert(model.to_owned())
+        let mut distrusted = self.distrusted();
+        // Model names come from clients: a full set starts over (a model dropped again is
+        // checked again on its next report).
+        if distrusted.len() >= MODELS_KEPT {
+            distrusted.clear();
+        }
+        distrusted.insert(model.to_owned())
     }
 }
 
@@ -153,5 +171,24 @@ mod tests {
         // Other models keep theirs; a model without a counter is never dropped.
         assert!(counters.for_model("gpt-4.1").is_some());
         assert!(!counters.check("claude-sonnet-4-5", 10_000, 20_000));
+    }
+
+    /// The shadow engine that forecasts ④'s ranges for background summaries counts as the
+    /// engine does: with a prior there, it would forecast ranges the compaction never takes.
+    #[test]
+    fn the_shadow_engine_counts_exactly_too() {
+        use crate::{CascadeConfig, ContextManager, OfflineSummarizer};
+        let manager =
+            ContextManager::new(CascadeConfig::default()).with_token_counters(std::sync::Arc::new(
+                |model: &str| (model == "gpt-4o").then_some(&PER_CHAR as &'static dyn TokenCounter),
+            ));
+        let body = br#"{"model": "gpt-4o", "messages": [{"role": "user", "content": "hello"}]}"#;
+        let conversation = crate::format::parse(body, None).unwrap();
+        let shadow = manager.shadow(std::sync::Arc::new(OfflineSummarizer::default()));
+        assert_eq!(manager.estimate(&conversation), 5);
+        assert_eq!(
+            shadow.estimate(&conversation),
+            manager.estimate(&conversation)
+        );
     }
 }
