@@ -25,11 +25,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a development tool: a failure ends the run
 
+#[path = "../tests/common/summaries.rs"]
+mod summaries;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use axum::response::{IntoResponse, Response};
 use cascade_proxy::background::BackgroundStats;
 use cascade_proxy::config::IN_MEMORY_DB;
 use cascade_proxy::{AppState, Provider, ProxyConfig, REPORT_HEADER, SummarizerSpec, serve_state};
@@ -39,7 +41,8 @@ use context_cascade::{
     BoxFuture, Budget, CascadeConfig, ContextManager, Conversation, PreparedSummaries, Role,
     Strategy, format, replay,
 };
-use serde_json::{Value, json};
+use serde_json::Value;
+use summaries::{answer, nine_sections};
 
 const SUMMARY_MODEL: &str = "summary-model";
 const CANDIDATE_WINDOWS: [u64; 5] = [16_000, 24_000, 32_000, 48_000, 64_000];
@@ -48,21 +51,6 @@ fn arg(name: &str) -> Option<String> {
     let args: Vec<String> = std::env::args().collect();
     let at = args.iter().position(|a| a == name)?;
     args.get(at + 1).cloned()
-}
-
-fn nine_sections() -> String {
-    (context_cascade::SUMMARY_SECTIONS.iter().enumerate())
-        .map(|(i, title)| format!("## {}. {title}\n- noted", i + 1))
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-fn answer(text: &str) -> Response {
-    axum::Json(
-        json!({"choices": [{"message": {"role": "assistant", "content": text},
-        "finish_reason": "stop"}]}),
-    )
-    .into_response()
 }
 
 /// The window among the candidates where the library's replay runs ④ most often.

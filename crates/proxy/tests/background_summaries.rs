@@ -7,35 +7,23 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure is a test failure
 
+#[path = "common/summaries.rs"]
+mod summaries;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use axum::response::{IntoResponse, Response};
+use axum::response::IntoResponse;
 use cascade_proxy::config::IN_MEMORY_DB;
 use cascade_proxy::{AppState, Provider, ProxyConfig, REPORT_HEADER, SummarizerSpec, serve_state};
 use cascade_test_support::upstream::{Answer, Upstream, start_async};
 use context_cascade::{Budget, CascadeConfig, ContextManager, format};
 use serde_json::{Value, json};
+use summaries::{answer, nine_sections};
 
 const SUMMARY_MODEL: &str = "summary-model";
 const WINDOW: u64 = 10_000;
-
-/// A nine-section summary, short enough for any room the cascade leaves.
-fn nine_sections() -> String {
-    (context_cascade::SUMMARY_SECTIONS.iter().enumerate())
-        .map(|(i, title)| format!("## {}. {title}\n- noted", i + 1))
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-fn answer(text: &str) -> Response {
-    axum::Json(
-        json!({"choices": [{"message": {"role": "assistant", "content": text},
-        "finish_reason": "stop"}]}),
-    )
-    .into_response()
-}
 
 /// The upstream: chat answers at once (in the Responses shape on its route), summaries
 /// (the summarizer's model) after `delay`, counted in `summaries`.
