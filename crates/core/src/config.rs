@@ -38,6 +38,11 @@ pub struct CascadeConfig {
     /// How many distinct next requests (④ ranges) `ContextManager::summarize_ahead`
     /// prepares summaries for at most, each costing one compaction's summarizer calls.
     pub background_forecasts: usize,
+    /// A summary prepared ahead for a shorter range may stand in for ④'s when the messages
+    /// past it are at most this share of the range (`PreparedSummaries::with_gap_share`):
+    /// the turn does not wait, and those messages are named by the trail alone. 0, the
+    /// default: only the exact range's summary, so the output is the synchronous run's.
+    pub prepared_summary_gap: f64,
     /// ① cuts at the last newline when it lies past this share of the cut budget.
     pub newline_cut_ratio: f64,
     /// ③ keeps at most this many recent messages (and at most a third of the history).
@@ -85,6 +90,7 @@ impl Default for CascadeConfig {
             preemptive_target: 0.60,
             background_summary_ratio: 0.80,
             background_forecasts: 4,
+            prepared_summary_gap: 0.0,
             newline_cut_ratio: 0.70,
             recent_messages: 6,
             chunk_threshold_chars: 50_000,

@@ -7,6 +7,7 @@
 
 use crate::BoxFuture;
 use crate::conversation::Message;
+use crate::estimate::Estimator;
 use crate::markers::SUMMARY_SECTIONS;
 
 /// What to summarize: history to put in nine sections, or chunk summaries to merge.
@@ -84,6 +85,35 @@ impl SummaryRequest {
     /// Whether this request merges chunk summaries.
     pub fn is_merge(&self) -> bool {
         matches!(self, SummaryRequest::Merge { .. })
+    }
+
+    /// How many of this request's first messages a summary made for them alone may stand
+    /// for the whole request, longest first: every length whose messages left out are at
+    /// most `gap_share` of the request's tokens (as the prior counts them). Such a summary
+    /// says nothing of the messages past it; the compaction's trail still names their
+    /// files, commands, errors and requests, as it does for what ③ prunes. None for a
+    /// merge, or when `gap_share` is 0 (`CascadeConfig::prepared_summary_gap`).
+    pub fn stand_in_lengths(&self, gap_share: f64) -> Vec<usize> {
+        let messages = self.messages();
+        if gap_share <= 0.0 || messages.len() < 2 {
+            return Vec::new();
+        }
+        let estimator = Estimator::default();
+        let tokens: Vec<u64> = messages
+            .iter()
+            .map(|m| estimator.message_tokens(m))
+            .collect();
+        let allowed = (tokens.iter().sum::<u64>() as f64 * gap_share) as u64;
+        let mut left_out = 0;
+        let mut lengths = Vec::new();
+        for length in (1..messages.len()).rev() {
+            left_out += tokens[length];
+            if left_out > allowed {
+                break;
+            }
+            lengths.push(length);
+        }
+        lengths
     }
 }
 

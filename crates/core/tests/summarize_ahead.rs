@@ -170,3 +170,59 @@ fn nothing_is_prepared_below_the_pre_threshold() {
     assert_eq!(ahead, Ok(None));
     assert_eq!(inner.calls(), 0);
 }
+
+/// `prepared_summary_gap`: a request for a range that goes past a prepared one by at most
+/// that share is answered with the prepared summary (a stand-in); further, or with the gap
+/// at 0, the real summarizer is asked.
+#[test]
+fn a_prepared_summary_stands_in_for_a_slightly_longer_range_when_allowed() {
+    let inner = Arc::new(Counting::default());
+    let manager = ContextManager::new(CascadeConfig::default());
+    let (now, _) = before_and_after(&manager);
+    let summary = pollster::block_on(manager.summarize_ahead(&now, BUDGET, inner.clone()))
+        .unwrap()
+        .expect("a summary is prepared");
+    let made_for = (summary.requests())
+        .find(|r| !r.is_merge() && r.messages().len() > 2)
+        .cloned()
+        .expect("a request with messages");
+    let longer = |extra: usize| {
+        let mut messages = made_for.messages().to_vec();
+        messages.extend(
+            session(extra + 1).messages[2..]
+                .iter()
+                .take(2 * extra)
+                .cloned(),
+        );
+        SummaryRequest::Summarize {
+            messages,
+            previous_summary: made_for.previous_summary().map(str::to_owned),
+            max_tokens: made_for.max_tokens(),
+        }
+    };
+    let exact = Arc::new(PreparedSummaries::new(inner.clone()));
+    let tolerant = Arc::new(PreparedSummaries::new(inner.clone()).with_gap_share(0.5));
+    exact.add(summary.clone());
+    tolerant.add(summary.clone());
+    let calls = inner.calls();
+
+    // One exchange past the prepared range: a stand-in when allowed.
+    let answer = pollster::block_on(tolerant.summarize(&longer(1))).unwrap();
+    assert_eq!(Some(answer.as_str()), summary.answer(&made_for));
+    assert_eq!((tolerant.served(), tolerant.stood_in()), (1, 1));
+    assert_eq!(inner.calls(), calls, "no summarizer call");
+    // The exact range itself is served as before, and is no stand-in.
+    pollster::block_on(tolerant.summarize(&made_for)).unwrap();
+    assert_eq!((tolerant.served(), tolerant.stood_in()), (2, 1));
+
+    // Without the gap allowed, the summarizer is asked.
+    pollster::block_on(exact.summarize(&longer(1))).unwrap();
+    assert_eq!(inner.calls(), calls + 1);
+    assert_eq!(exact.served(), 0);
+
+    // A gap larger than half the range: the summarizer is asked too.
+    let far = made_for.messages().len();
+    pollster::block_on(tolerant.summarize(&longer(far))).unwrap();
+    assert_eq!(inner.calls(), calls + 2);
+    assert_eq!(tolerant.stood_in(), 1);
+}

@@ -32,6 +32,7 @@ pub(crate) struct Forecasts<'a> {
     /// The text a sized output repeats: the template's largest result (none: no results).
     source: Option<String>,
     cap: u64,
+    effective: u64,
 }
 
 impl<'a> Forecasts<'a> {
@@ -52,6 +53,7 @@ impl<'a> Forecasts<'a> {
             template,
             source,
             cap: budget.share(config.single_tool_result_share),
+            effective: budget.effective(),
         })
     }
 
@@ -62,12 +64,18 @@ impl<'a> Forecasts<'a> {
 
     /// The named forecasts, most likely first: the latest exchange again; then, when it
     /// has results, every result past ①'s cap (parallel calls only), the largest result
-    /// past the cap, the largest output of the latest messages, no output; and two
-    /// exchanges like the latest.
+    /// past the cap, its calls made at once several times over, the largest output of the
+    /// latest messages, no output; and two exchanges like the latest.
     pub(crate) fn named(&self) -> Vec<Conversation> {
         let mut next = vec![self.extend(None, false)];
         if self.source.is_some() {
             next.extend(self.past_cap());
+            let room = self
+                .effective
+                .saturating_sub(self.estimator.tokens(self.conversation));
+            for share in [0.9, 1.0, 1.2] {
+                next.extend(self.flood((room as f64 * share) as u64));
+            }
             if let Some(largest) = recent_largest(self.conversation) {
                 next.push(self.extend(Some(&largest), false));
             }
@@ -92,6 +100,47 @@ impl<'a> Forecasts<'a> {
             next.push(self.extend(Some(&over), false));
         }
         next
+    }
+
+    /// The latest exchange's calls made at once, as many times as it takes for their
+    /// results (each within ①'s cap) to bring about `total` new tokens: one turn of
+    /// parallel calls, which an agent makes from any size (three file reads at 30% of E)
+    /// and no single output forecasts, since ① caps each. `None` when the latest exchange
+    /// has no result.
+    fn flood(&self, total: u64) -> Option<Conversation> {
+        self.source.as_ref()?;
+        let copies = total.div_ceil(self.cap.max(1)).max(2);
+        let each = self.text_of(total / copies);
+        let mut next = self.extend(Some(&each), true);
+        let first = self.conversation.messages.len();
+        let single = next.messages[first..].to_vec();
+        let copy_end = next.messages.len();
+        for _ in 1..copies {
+            // One more copy of the exchange, with ids no message uses yet.
+            let mut probe = next.clone();
+            let at = probe.messages.len();
+            probe.messages.extend(single.iter().cloned());
+            let more = extend(&probe, &(at..at + single.len()), None, false);
+            let added = more.messages[at + single.len()..].to_vec();
+            for (offset, message) in added.into_iter().enumerate() {
+                let into = first + offset;
+                if offset == 0 {
+                    // The calls join the first copy's assistant message: one turn.
+                    let calls = (message.blocks().iter())
+                        .filter(|b| matches!(b, Block::ToolCall(_)))
+                        .cloned();
+                    let calls: Vec<Block> = calls.collect();
+                    next.messages[into].blocks_mut().extend(calls);
+                } else if message.role() != Role::Tool && into < copy_end {
+                    // Results as blocks of one message (Anthropic): the same message.
+                    let results: Vec<Block> = message.blocks().to_vec();
+                    next.messages[into].blocks_mut().extend(results);
+                } else {
+                    next.messages.push(message);
+                }
+            }
+        }
+        Some(next)
     }
 
     /// One more exchange like the latest whose largest result has about `tokens` tokens;
@@ -314,6 +363,34 @@ mod tests {
     }
 
     #[test]
+    fn a_flood_makes_the_latest_call_several_times_at_once() {
+        let conversation = conversation();
+        let (config, estimator) = (CascadeConfig::default(), Estimator::default());
+        let budget = Budget::new(1_000, 0);
+        let forecasts = Forecasts::new(&conversation, &estimator, budget, &config).unwrap();
+        let next = forecasts.flood(1_300).unwrap();
+        // One assistant message with three calls (1,300 tokens within a cap of 500), then
+        // their three results, every id new and answered.
+        assert_eq!(next.messages.len(), 3 + 1 + 3);
+        let calls: Vec<&str> = (next.messages[3].tool_calls())
+            .map(|c| c.id.as_str())
+            .collect();
+        let results: Vec<&str> = (next.messages[4..].iter())
+            .flat_map(|m| m.tool_results())
+            .map(|r| r.call_id.as_str())
+            .collect();
+        assert_eq!(calls.len(), 3);
+        assert_eq!(calls, results);
+        assert_eq!(calls.iter().collect::<HashSet<_>>().len(), 3);
+        assert!(!calls.contains(&"a1"));
+        for message in &next.messages[4..] {
+            let text = message.tool_results().next().unwrap().joined_text();
+            let tokens = estimator.text_tokens(&text);
+            assert!(tokens.abs_diff(433) <= 43, "{tokens} tokens");
+        }
+    }
+
+    #[test]
     fn the_outputs_range_from_none_to_past_the_cap_and_two_exchanges_ahead() {
         let conversation = conversation();
         let config = CascadeConfig::default();
@@ -328,18 +405,22 @@ mod tests {
         let cap = budget.share(config.single_tool_result_share);
         assert_eq!(forecasts.cap(), cap);
         assert!(output(&all[1]) > cap, "past ①'s cap: {}", output(&all[1]));
+        // Three floods (every share of the room), each one assistant message of calls.
+        for flood in &all[2..5] {
+            assert!(flood.messages[3].tool_calls().count() >= 2);
+        }
         assert_eq!(
-            output(&all[2]),
+            output(&all[5]),
             output(&all[0]),
             "the largest lately is the latest"
         );
-        let empty = all[3].messages[4]
+        let empty = all[6].messages[4]
             .tool_results()
             .next()
             .unwrap()
             .joined_text();
         assert_eq!(empty, "");
-        assert_eq!(all[4].messages.len(), 7);
+        assert_eq!(all[7].messages.len(), 7);
         for tokens in [cap / 4, cap / 2] {
             let sized = output(&forecasts.sized(tokens).unwrap());
             assert!(

@@ -20,6 +20,7 @@ mod forecast;
 
 use forecast::Forecasts;
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use tracing::instrument::WithSubscriber;
@@ -81,7 +82,18 @@ impl PreparedSummary {
 /// under that limit or a stricter one, or no longer than it anyway (the proxy's summary
 /// cache applies the first rule; a prepared answer is checked by ④ like any other).
 fn serves(prepared: &SummaryRequest, answer: &str, asked: &SummaryRequest) -> bool {
-    let same_input = prepared.messages() == asked.messages()
+    serves_first(prepared, answer, asked, asked.messages().len())
+}
+
+/// Whether an answer prepared for `prepared` serves `asked`'s first `length` messages
+/// (all of them: [`serves`]; fewer: a stand-in, see [`SummaryRequest::stand_in_lengths`]).
+fn serves_first(
+    prepared: &SummaryRequest,
+    answer: &str,
+    asked: &SummaryRequest,
+    length: usize,
+) -> bool {
+    let same_input = asked.messages().get(..length) == Some(prepared.messages())
         && prepared.previous_summary() == asked.previous_summary()
         && prepared.partials() == asked.partials()
         && prepared.is_merge() == asked.is_merge();
@@ -395,7 +407,9 @@ fn quiet<F: std::future::Future>(future: F) -> tracing::instrument::WithDispatch
 pub struct PreparedSummaries {
     inner: Arc<dyn Summarizer>,
     prepared: Mutex<Vec<(SummaryRequest, String)>>,
-    served: std::sync::atomic::AtomicU64,
+    gap_share: f64,
+    served: AtomicU64,
+    stood_in: AtomicU64,
 }
 
 impl PreparedSummaries {
@@ -404,8 +418,20 @@ impl PreparedSummaries {
         PreparedSummaries {
             inner,
             prepared: Mutex::new(Vec::new()),
-            served: std::sync::atomic::AtomicU64::new(0),
+            gap_share: 0.0,
+            served: AtomicU64::new(0),
+            stood_in: AtomicU64::new(0),
         }
+    }
+
+    /// Lets a summary prepared for a shorter range stand in when none was prepared for the
+    /// range asked and the messages past it are at most `gap_share` of it (pass
+    /// `CascadeConfig::prepared_summary_gap`; see [`SummaryRequest::stand_in_lengths`]).
+    /// The compaction then differs from the synchronous run's: the messages past the
+    /// prepared range are named by the trail alone.
+    pub fn with_gap_share(mut self, gap_share: f64) -> Self {
+        self.gap_share = gap_share;
+        self
     }
 
     /// The real summarizer (what [`ContextManager::summarize_ahead`] should prepare with).
@@ -421,9 +447,27 @@ impl PreparedSummaries {
         prepared.drain(..excess);
     }
 
-    /// How many requests were answered from what was prepared.
+    /// How many requests were answered from what was prepared (stand-ins included).
     pub fn served(&self) -> u64 {
-        self.served.load(std::sync::atomic::Ordering::Relaxed)
+        self.served.load(Ordering::Relaxed)
+    }
+
+    /// How many of those were answered by a summary of a shorter range (a stand-in).
+    pub fn stood_in(&self) -> u64 {
+        self.stood_in.load(Ordering::Relaxed)
+    }
+
+    /// The answer prepared for `request`, else the one prepared for its longest first
+    /// messages allowed to stand in; with whether it stands in.
+    fn find(&self, request: &SummaryRequest) -> Option<(String, bool)> {
+        let prepared = lock(&self.prepared);
+        let all = request.messages().len();
+        let lengths = std::iter::once(all).chain(request.stand_in_lengths(self.gap_share));
+        lengths.into_iter().find_map(|length| {
+            (prepared.iter())
+                .find(|(made_for, answer)| serves_first(made_for, answer, request, length))
+                .map(|(_, answer)| (answer.clone(), length < all))
+        })
     }
 }
 
@@ -436,13 +480,12 @@ impl Summarizer for PreparedSummaries {
         &'a self,
         request: &'a SummaryRequest,
     ) -> BoxFuture<'a, Result<String, SummaryError>> {
-        let found = (lock(&self.prepared).iter())
-            .find(|(prepared, answer)| serves(prepared, answer, request))
-            .map(|(_, answer)| answer.clone());
-        match found {
-            Some(answer) => {
-                self.served
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        match self.find(request) {
+            Some((answer, stands_in)) => {
+                self.served.fetch_add(1, Ordering::Relaxed);
+                if stands_in {
+                    self.stood_in.fetch_add(1, Ordering::Relaxed);
+                }
                 Box::pin(std::future::ready(Ok(answer)))
             }
             None => self.inner.summarize(request),
