@@ -12,7 +12,8 @@
 //! turns still waited for a summary, and what the background cost (summarizer calls and
 //! their input, over the whole session, beside the calls of the run without).
 //!
-//! `--forecasts N` sets `background_forecasts`, `--ratio X` `background_summary_ratio`.
+//! `--forecasts N` sets `background_forecasts`, `--ratio X` `background_summary_ratio`,
+//! `--gap X` `prepared_summary_gap` (stand-ins; the proxy's summary cache serves them).
 //! `--sweep` measures the
 //! library alone instead (no HTTP, no waiting, `--forecasts 1,2,4` a list): for each bound,
 //! the ④ turns that still asked the summarizer, the calls made ahead, and whether every
@@ -106,19 +107,20 @@ fn summarized(report: &context_cascade::Report) -> bool {
 /// cache does), for each bound on forecasts. Per bound: ④ turns, those that still asked
 /// the summarizer, the summarizer calls made ahead and at ④ turns, the calls of the run
 /// without, and whether every request came out byte-identical to that run's.
-async fn sweep(transcript: &Conversation, budget: Budget, bounds: &[usize], ratio: f64) {
+async fn sweep(transcript: &Conversation, budget: Budget, bounds: &[usize], ratio: f64, gap: f64) {
     println!(
-        "| forecasts | ④ turns | waited | calls ahead | calls at ④ turns | calls without | identical |"
+        "| forecasts | ④ turns | waited | stood in | calls ahead | calls at ④ turns | calls without | identical |"
     );
-    println!("|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|");
     for &forecasts in bounds {
         let config = CascadeConfig {
             background_forecasts: forecasts,
             background_summary_ratio: ratio,
+            prepared_summary_gap: gap,
             ..CascadeConfig::default()
         };
         let inner = Arc::new(Scripted::default());
-        let prepared = Arc::new(PreparedSummaries::new(inner.clone()));
+        let prepared = Arc::new(PreparedSummaries::new(inner.clone()).with_gap_share(gap));
         let manager = ContextManager::new(config.clone()).with_summarizer(prepared.clone());
         let plain_inner = Arc::new(Scripted::default());
         let plain = ContextManager::new(config).with_summarizer(plain_inner.clone());
@@ -164,7 +166,8 @@ async fn sweep(transcript: &Conversation, budget: Budget, bounds: &[usize], rati
             ahead += inner.0.load(Ordering::SeqCst) - before;
         }
         println!(
-            "| {forecasts} | {turns} | {waited} | {ahead} | {at_turns} | {} | {identical} |",
+            "| {forecasts} | {turns} | {waited} | {} | {ahead} | {at_turns} | {} | {identical} |",
+            prepared.stood_in(),
             plain_inner.0.load(Ordering::SeqCst)
         );
         if Some(&forecasts) == bounds.last() {
@@ -196,6 +199,7 @@ struct Setup<'a> {
     background: bool,
     forecasts: Option<usize>,
     ratio: Option<f64>,
+    gap: Option<f64>,
 }
 
 /// One replay through a fresh proxy: its turns and its background jobs' counters.
@@ -214,8 +218,10 @@ async fn run(
         config.cascade.background_forecasts = forecasts;
     }
     if let Some(ratio) = setup.ratio {
-        // The fast path declines requests past this share of E too: they reach the hook.
         config.cascade.background_summary_ratio = ratio;
+    }
+    if let Some(gap) = setup.gap {
+        config.cascade.prepared_summary_gap = gap;
     }
     config.summarizer = SummarizerSpec::parse(
         setup.upstream,
@@ -291,6 +297,7 @@ async fn main() {
         .map(|list| list.split(',').map(|n| n.parse().unwrap()).collect())
         .unwrap_or_default();
     let ratio: Option<f64> = arg("--ratio").map(|r| r.parse().unwrap());
+    let gap: Option<f64> = arg("--gap").map(|r| r.parse().unwrap());
     let text = std::fs::read(&fixture).unwrap();
     let body: Value = serde_json::from_slice(&text).unwrap();
     let transcript = format::parse(&text, None).unwrap();
@@ -312,7 +319,7 @@ async fn main() {
         };
         let budget = Budget::new(window, transcript.output_reserve());
         let ratio = ratio.unwrap_or(CascadeConfig::default().background_summary_ratio);
-        sweep(&transcript, budget, &bounds, ratio).await;
+        sweep(&transcript, budget, &bounds, ratio, gap.unwrap_or(0.0)).await;
         return;
     }
 
@@ -350,6 +357,7 @@ async fn main() {
             background,
             forecasts: forecasts.first().copied(),
             ratio,
+            gap,
         };
         let (calls, bytes) = (
             counted.calls.load(Ordering::SeqCst),

@@ -10,8 +10,11 @@
 //! summary and nothing else (④ runs as before).
 //!
 //! Each job prepares for several forecasts of the next request (the new tool output at
-//! each size that changes ④'s range; `background_forecasts` distinct ranges at most), so
-//! that the turn bringing a large output finds its summary too.
+//! each size that changes ④'s range, several outputs at once; `background_forecasts`
+//! distinct ranges at most), so that the turn bringing a large output finds its summary
+//! too. A request the fast path sends unparsed starts its job too: the job parses the
+//! client's bytes, off the request path. With `prepared_summary_gap` the summary cache also
+//! answers a range a little longer than one prepared (see `summary_cache`).
 //!
 //! Bounds: one job per conversation at a time (a map of the keys in flight), at most
 //! `background_jobs` running at once across the proxy (a semaphore; the others wait their
@@ -26,8 +29,10 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use bytes::Bytes;
+use context_cascade::format::parse;
 use context_cascade::summarizer::{Summarizer, SummaryError};
-use context_cascade::{Budget, Conversation, Report};
+use context_cascade::{Budget, Conversation, Format, Report};
 use tokio::sync::Semaphore;
 
 use crate::server::AppState;
@@ -39,9 +44,28 @@ pub const DEFAULT_BACKGROUND_JOBS: usize = 4;
 /// What a job prepares from: the request as sent, its budget and its tenant.
 #[derive(Clone)]
 struct Job {
-    conversation: Arc<Conversation>,
+    sent: Sent,
     budget: Budget,
     tenant: String,
+}
+
+/// The request as it went upstream: parsed (the slow path's), or the client's bytes that
+/// the fast path forwarded unparsed, parsed by the job off the request path.
+#[derive(Clone)]
+enum Sent {
+    Parsed(Arc<Conversation>),
+    Raw(Format, Bytes),
+}
+
+impl Sent {
+    fn conversation(&self) -> Result<Arc<Conversation>, SummaryError> {
+        match self {
+            Sent::Parsed(conversation) => Ok(conversation.clone()),
+            Sent::Raw(format, bytes) => parse(bytes, Some(*format))
+                .map(Arc::new)
+                .map_err(|e| SummaryError::Failed(format!("request to prepare for: {e}"))),
+        }
+    }
 }
 
 /// The background summary jobs of one proxy.
@@ -177,10 +201,36 @@ pub(crate) fn after_answer(
         return;
     }
     let job = Job {
-        conversation: Arc::new(sent.clone()),
+        sent: Sent::Parsed(Arc::new(sent.clone())),
         budget,
         tenant: tenant.to_owned(),
     };
+    start(state, background, key, job);
+}
+
+/// The fast path's hook: the request went upstream as it came, past the pre-threshold
+/// (the fast path checked), so the job prepares from the client's bytes, which it parses
+/// off the request path. Returns at once.
+pub(crate) fn after_fast_answer(
+    state: &Arc<AppState>,
+    key: &str,
+    tenant: &str,
+    (format, bytes): (Format, Bytes),
+    budget: Budget,
+) {
+    let Some(background) = state.background() else {
+        return;
+    };
+    let job = Job {
+        sent: Sent::Raw(format, bytes),
+        budget,
+        tenant: tenant.to_owned(),
+    };
+    start(state, background, key, job);
+}
+
+/// Starts a job for `key`, or leaves `job` as the running one's next.
+fn start(state: &Arc<AppState>, background: &Arc<Background>, key: &str, job: Job) {
     let Some((mut claim, mut job)) = background.claim(key, job) else {
         return;
     };
@@ -213,8 +263,8 @@ async fn run(state: &Arc<AppState>, background: &Arc<Background>, job: &Job) {
         // for a model counted exactly): on the blocking pool, not on a worker that serves
         // requests. The permit above bounds how many run at once.
         tokio::task::spawn_blocking(move || {
-            let ahead =
-                (state.manager()).summarize_ahead(&job.conversation, job.budget, summarizer);
+            let conversation = job.sent.conversation()?;
+            let ahead = (state.manager()).summarize_ahead(&conversation, job.budget, summarizer);
             // The summary cache keys summaries by tenant, like the request's own would be.
             handle.block_on(TENANT.scope(job.tenant.clone(), ahead))
         })

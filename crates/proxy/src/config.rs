@@ -21,6 +21,8 @@
 //! background_jobs = 4            # background summaries running at once, at most
 //! background_summary_ratio = 0.8 # the pre-threshold, a share of E below the preemptive 0.9
 //! background_forecasts = 4       # distinct next requests (④ ranges) prepared for, at most
+//! prepared_summary_gap = 0.0     # > 0: a summary of a range's first messages may stand in
+//!                                # when the rest is at most this share (named by the trail)
 //! admin_token = "..."            # opens the status page (GET /) to other hosts with this token
 //! fast_path = true               # send a request the cascade would not change without parsing it
 //! calibration_prior_tokens = 32000   # size-weighted calibration; 0 (default) is SPEC's EMA
@@ -147,7 +149,8 @@ pub struct ProxyConfig {
     #[serde(flatten, deserialize_with = "summarizer_keys")]
     pub summarizer: SummarizerSpec,
     /// The engine's configuration (`compactable_tools`, `never_compact_tools`,
-    /// `compact_short_of_watermark`, `preemptive_target`, `calibration_prior_tokens`; the rest
+    /// `compact_short_of_watermark`, `preemptive_target`, `calibration_prior_tokens`,
+    /// `background_summary_ratio`, `background_forecasts`, `prepared_summary_gap`; the rest
     /// at their defaults).
     /// Must stay the last flattened field: it rejects the keys no one before it took.
     #[serde(flatten, deserialize_with = "cascade_keys")]
@@ -361,6 +364,15 @@ impl<'de> Visitor<'de> for CascadeKeys {
                     }
                     config.background_forecasts = forecasts;
                 }
+                "prepared_summary_gap" => {
+                    let share: f64 = map.next_value()?;
+                    if !(0.0..1.0).contains(&share) {
+                        return Err(de::Error::custom(format!(
+                            "prepared_summary_gap = {share}: expected a share of the summarized range from 0 (off) to below 1"
+                        )));
+                    }
+                    config.prepared_summary_gap = share;
+                }
                 "calibration_prior_tokens" => {
                     let tokens: f64 = map.next_value()?;
                     if !tokens.is_finite() || tokens < 0.0 {
@@ -446,6 +458,15 @@ mod tests {
             err.to_string().contains("calibration_prior_tokens"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn the_stand_in_gap_is_read_and_checked() {
+        let c = ProxyConfig::from_toml_str("prepared_summary_gap = 0.5").unwrap();
+        assert_eq!(c.cascade.prepared_summary_gap, 0.5);
+        assert_eq!(ProxyConfig::default().cascade.prepared_summary_gap, 0.0);
+        let err = ProxyConfig::from_toml_str("prepared_summary_gap = 1.0").unwrap_err();
+        assert!(err.to_string().contains("prepared_summary_gap"), "{err}");
     }
 
     #[test]

@@ -100,6 +100,8 @@ pub(crate) struct Decision {
     pub(crate) key: String,
     /// What went upstream, as the status page digests it.
     pub(crate) digest: RequestDigest,
+    /// Past the pre-threshold with background summaries on: a job prepares ahead.
+    pub(crate) prepare_ahead: bool,
 }
 
 /// The body's top-level keys, the messages borrowed raw.
@@ -363,12 +365,12 @@ where
     let largest = facts.iter().map(|f| f.largest_result).fold(0.0, f64::max);
     let budget = budget(model, skeleton.output_reserve()).await;
     let largest_tokens = (largest * estimator.multiplier).ceil() as u64;
-    // Past the pre-threshold the slow path may start a background summary (when on).
-    let background = background.then_some(config.background_summary_ratio);
     let nothing_fires = largest_tokens <= budget.share(config.single_tool_result_share)
         && tokens <= budget.share(config.headroom_ratio)
-        && tokens <= budget.share(config.preemptive_ratio)
-        && background.is_none_or(|ratio| tokens <= budget.share(ratio));
+        && tokens <= budget.share(config.preemptive_ratio);
+    // Past the pre-threshold a background job prepares ④'s summaries (when on), from the
+    // request parsed after it is answered: the request itself does not wait for that.
+    let prepare_ahead = background && tokens > budget.share(config.background_summary_ratio);
     if !nothing_fires {
         tracing::debug!(tokens, largest_tokens, "fast path: a strategy would run");
     }
@@ -384,6 +386,7 @@ where
         estimator,
         key,
         digest,
+        prepare_ahead,
     })
 }
 
@@ -515,6 +518,11 @@ async fn answer(
                 manager.observe_sent(&model, decision.prior, decision.tokens, real);
             }
             state.save_scale(&model).await;
+            if decision.prepare_ahead {
+                let request = (format, bytes.clone());
+                let (key, budget) = (&decision.key, decision.budget);
+                crate::background::after_fast_answer(state, key, &tenant, request, budget);
+            }
             let sent = (decision.prior, decision.tokens);
             success(state, completion.output, format, sent, model)
         }

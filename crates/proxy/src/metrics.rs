@@ -25,6 +25,7 @@ struct Counters {
     overflow_exhausted: u64,
     summary_hits: u64,
     summary_misses: u64,
+    summary_stand_ins: u64,
     facts_stored: u64,
     facts_injected: u64,
     prefix_reused: u64,
@@ -127,6 +128,11 @@ impl Metrics {
         });
     }
 
+    /// A summary of a shorter range stood in for one the cache did not have.
+    pub fn summary_stand_in(&self) {
+        self.with(|c| c.summary_stand_ins += 1);
+    }
+
     /// Remembered facts newly stored / re-injected.
     pub fn facts(&self, stored: usize, injected: usize) {
         self.with(|c| {
@@ -202,7 +208,7 @@ impl Metrics {
                 "cascade_strategies_applied_total{{strategy=\"{strategy}\"}} {n}"
             );
         }
-        let plain: [(&str, &str, u64); 13] = [
+        let plain: [(&str, &str, u64); 14] = [
             (
                 "cascade_tokens_saved_total",
                 "Estimated prompt tokens removed by the cascade.",
@@ -242,6 +248,11 @@ impl Metrics {
                 "cascade_summary_cache_misses_total",
                 "Summaries that had to be computed.",
                 c.summary_misses,
+            ),
+            (
+                "cascade_summary_stand_ins_total",
+                "Summaries of a shorter range used for one not cached (prepared_summary_gap).",
+                c.summary_stand_ins,
             ),
             (
                 "cascade_memory_facts_stored_total",

@@ -5,13 +5,19 @@
 //! of the summarizer's identity and the exact messages it replaces (written as JSON), plus
 //! the earlier summary and chunk summaries it merges. A cached summary is reused when it was
 //! made under a token limit no larger than the one asked for, so it always fits.
+//!
+//! With `prepared_summary_gap` above 0, a request the cache has no summary for may be
+//! answered by the summary of its first messages (a range prepared in the background a
+//! turn earlier, or summarized before), when the messages left out are at most that share
+//! of the range: the turn does not wait, and the compaction's trail names what they did
+//! (see `SummaryRequest::stand_in_lengths`).
 
 use std::sync::Arc;
 
 use context_cascade::BoxFuture;
 use context_cascade::format::{WriteOptions, to_vec};
 use context_cascade::summarizer::{Summarizer, SummaryError, SummaryRequest};
-use context_cascade::{Conversation, Format};
+use context_cascade::{Conversation, Format, Message};
 use sha2::{Digest, Sha256};
 
 use crate::metrics::Metrics;
@@ -23,6 +29,7 @@ pub struct CachingSummarizer {
     inner: Arc<dyn Summarizer>,
     store: Arc<dyn StateStore>,
     metrics: Arc<Metrics>,
+    gap_share: f64,
 }
 
 impl CachingSummarizer {
@@ -36,13 +43,27 @@ impl CachingSummarizer {
             inner,
             store,
             metrics,
+            gap_share: 0.0,
         }
+    }
+
+    /// Lets the summary of a request's first messages stand in for it when the messages
+    /// left out are at most `gap_share` of it (`CascadeConfig::prepared_summary_gap`).
+    pub fn with_gap_share(mut self, gap_share: f64) -> Self {
+        self.gap_share = gap_share;
+        self
     }
 
     /// The cache key of a request, or `None` if its messages cannot be written as JSON.
     fn key(&self, request: &SummaryRequest) -> Option<String> {
+        self.key_of(request.messages(), request)
+    }
+
+    /// The cache key of `messages` with the rest of `request` (its earlier summary and
+    /// chunk summaries): `key` when they are the request's own.
+    fn key_of(&self, messages: &[Message], request: &SummaryRequest) -> Option<String> {
         let mut conversation = Conversation::new(Format::Bare);
-        conversation.messages = request.messages().to_vec();
+        conversation.messages = messages.to_vec();
         let messages = to_vec(&conversation, WriteOptions::default()).ok()?;
         let mut hasher = Sha256::new();
         let mut field = |bytes: &[u8]| {
@@ -59,6 +80,33 @@ impl CachingSummarizer {
             field(partial.as_bytes());
         }
         Some(hex::encode(hasher.finalize()))
+    }
+}
+
+impl CachingSummarizer {
+    /// A cached summary of `request`'s longest first messages allowed to stand in for it.
+    async fn stand_in(&self, request: &SummaryRequest) -> Option<String> {
+        let all = request.messages().len();
+        for length in request.stand_in_lengths(self.gap_share) {
+            let key = self.key_of(&request.messages()[..length], request)?;
+            match self.store.summary(&key).await {
+                Ok(Some((summary, made_for))) if made_for <= request.max_tokens() => {
+                    self.metrics.summary_stand_in();
+                    tracing::info!(
+                        summarized = length,
+                        left_out = all - length,
+                        "a summary of the range's first messages stands in; the trail names the rest"
+                    );
+                    return Some(summary);
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(error = %e, "summary cache unavailable");
+                    return None;
+                }
+            }
+        }
+        None
     }
 }
 
@@ -85,6 +133,9 @@ impl Summarizer for CachingSummarizer {
                 }
             }
             self.metrics.summary_cache(false);
+            if let Some(summary) = self.stand_in(request).await {
+                return Ok(summary);
+            }
             let summary = self.inner.summarize(request).await?;
             if let Some(key) = &key
                 && let Err(e) = (self.store)
@@ -144,5 +195,54 @@ mod tests {
         pollster::block_on(cache.summarize(&other)).unwrap();
         assert_eq!(metrics.snapshot().summary_hits, 1);
         assert_eq!(metrics.snapshot().summary_misses, 3);
+    }
+
+    #[test]
+    fn a_cached_summary_of_the_first_messages_stands_in_when_allowed() {
+        let store = crate::store::SqliteStore::open(
+            Path::new(crate::config::IN_MEMORY_DB),
+            Default::default(),
+        );
+        let store: Arc<dyn StateStore> = Arc::new(store.unwrap());
+        let metrics = Arc::new(Metrics::default());
+        let inner = Arc::new(Counting(AtomicUsize::new(0)));
+        let tolerant = CachingSummarizer::new(inner.clone(), store.clone(), metrics.clone())
+            .with_gap_share(0.5);
+        let exact = CachingSummarizer::new(inner.clone(), store, metrics.clone());
+        let text = |t: &str| Message::text(Role::User, t.repeat(40));
+        let first = vec![text("read src/a.rs "), text("ran cargo test ")];
+        let prepared = SummaryRequest::summarize(first.clone(), 100);
+        let made = pollster::block_on(tolerant.summarize(&prepared)).unwrap();
+        assert_eq!(inner.0.load(Ordering::SeqCst), 1);
+
+        // One message more, a third of the range: the prepared summary stands in.
+        let mut longer = first.clone();
+        longer.push(text("edited src/b.rs "));
+        let asked = SummaryRequest::summarize(longer.clone(), 100);
+        assert_eq!(
+            pollster::block_on(tolerant.summarize(&asked)).unwrap(),
+            made
+        );
+        assert_eq!(inner.0.load(Ordering::SeqCst), 1);
+        // Not with the gap at 0, nor for a stricter limit, nor past half the range.
+        pollster::block_on(exact.summarize(&asked)).unwrap();
+        assert_eq!(inner.0.load(Ordering::SeqCst), 2);
+        let strict =
+            SummaryRequest::summarize(first.iter().chain(&longer[2..]).cloned().collect(), 50);
+        pollster::block_on(tolerant.summarize(&strict)).unwrap();
+        assert_eq!(inner.0.load(Ordering::SeqCst), 3);
+        let mut far = first.clone();
+        far.extend([
+            text("ran the build "),
+            text("fixed a test "),
+            text("ran it again "),
+        ]);
+        pollster::block_on(tolerant.summarize(&SummaryRequest::summarize(far, 100))).unwrap();
+        assert_eq!(inner.0.load(Ordering::SeqCst), 4);
+        let rendered = metrics.render(&context_cascade::Calibration::new());
+        assert!(
+            rendered.contains("cascade_summary_stand_ins_total 1"),
+            "{rendered}"
+        );
     }
 }

@@ -52,7 +52,16 @@ async fn upstream(summaries: Arc<AtomicUsize>, delay: Duration) -> String {
 }
 
 async fn proxy(upstream: &str, background: bool) -> (String, Arc<AppState>) {
+    proxy_with(upstream, background, CascadeConfig::default()).await
+}
+
+async fn proxy_with(
+    upstream: &str,
+    background: bool,
+    cascade: CascadeConfig,
+) -> (String, Arc<AppState>) {
     let mut config = ProxyConfig::new(upstream);
+    config.cascade = cascade;
     config.db_path = IN_MEMORY_DB.into();
     config.discover = false;
     config.window = Some(WINDOW);
@@ -316,6 +325,44 @@ async fn a_conversation_that_grew_while_its_job_ran_is_prepared_again() {
     assert!(response.await.unwrap().status().is_success());
     wait_for_jobs(&state).await;
     assert_eq!(state.background().unwrap().stats().started, 3);
+}
+
+/// Past a pre-threshold below ②'s, a request no strategy changes still goes by the fast
+/// path (it is not parsed before it is sent), and its job starts from it once answered.
+#[tokio::test]
+async fn the_fast_path_takes_requests_past_the_pre_threshold_and_their_jobs_still_start() {
+    let summaries = Arc::new(AtomicUsize::new(0));
+    let upstream = upstream(summaries.clone(), Duration::from_millis(10)).await;
+    let cascade = CascadeConfig {
+        background_summary_ratio: 0.5,
+        ..CascadeConfig::default()
+    };
+    let (proxy, state) = proxy_with(&upstream, true, cascade).await;
+    let client = reqwest::Client::new();
+    let manager = ContextManager::new(CascadeConfig::default());
+    let budget = Budget::new(WINDOW, 0);
+    let estimate = |k| {
+        let body = session_of(k, 12, None, false).to_string();
+        manager.estimate(&format::parse(body.as_bytes(), None).unwrap())
+    };
+    let k = (1..200).find(|&k| estimate(k) > budget.share(0.5)).unwrap();
+    assert!(estimate(k + 1) <= budget.share(0.75), "② would run");
+    for turns in [k, k + 1] {
+        let body = session_of(turns, 12, None, false);
+        let response = client
+            .post(format!("{proxy}/v1/chat/completions"))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert!(response.status().is_success());
+        wait_for_jobs(&state).await;
+    }
+    // The first request of a conversation takes the slow path; the next one, the fast.
+    assert_eq!(state.metrics().fast_path, 1);
+    let stats = state.background().unwrap().stats();
+    assert_eq!((stats.started, stats.failed), (2, 0), "{stats:?}");
+    assert!(stats.prepared >= 2, "{stats:?}");
 }
 
 #[test]
