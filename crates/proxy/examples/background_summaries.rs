@@ -121,9 +121,15 @@ async fn sweep(transcript: &Conversation, budget: Budget, bounds: &[usize], rati
         };
         let inner = Arc::new(Scripted::default());
         let prepared = Arc::new(PreparedSummaries::new(inner.clone()).with_gap_share(gap));
-        let manager = ContextManager::new(config.clone()).with_summarizer(prepared.clone());
+        // Counted as the proxy counts (exactly for an OpenAI model id).
+        let counters = Arc::new(context_cascade::estimate::exact::counter_for_model);
+        let manager = ContextManager::new(config.clone())
+            .with_token_counters(counters.clone())
+            .with_summarizer(prepared.clone());
         let plain_inner = Arc::new(Scripted::default());
-        let plain = ContextManager::new(config).with_summarizer(plain_inner.clone());
+        let plain = ContextManager::new(config)
+            .with_token_counters(counters)
+            .with_summarizer(plain_inner.clone());
         let (mut turns, mut waited, mut ahead, mut at_turns, mut identical) = (0, 0, 0, 0, true);
         let mut carried = Conversation {
             format: transcript.format,
