@@ -23,6 +23,10 @@ use sha2::{Digest, Sha256};
 use crate::metrics::Metrics;
 use crate::store::StateStore;
 
+/// At most this many shorter ranges are looked up for a stand-in (a turn adds a few
+/// messages; parallel calls, a dozen).
+const STAND_IN_LOOKUPS: usize = 16;
+
 /// Caches another summarizer's answers in the state store (SQLite, or Redis shared by
 /// replicas: a summary one replica paid for is one the others reuse).
 pub struct CachingSummarizer {
@@ -84,10 +88,13 @@ impl CachingSummarizer {
 }
 
 impl CachingSummarizer {
-    /// A cached summary of `request`'s longest first messages allowed to stand in for it.
+    /// A cached summary of `request`'s longest first messages allowed to stand in for it,
+    /// of the `STAND_IN_LOOKUPS` longest (each lookup writes and hashes the messages: a
+    /// range of a few MB would otherwise cost more than the summary it saves waiting for).
     async fn stand_in(&self, request: &SummaryRequest) -> Option<String> {
         let all = request.messages().len();
-        for length in request.stand_in_lengths(self.gap_share) {
+        let lengths = request.stand_in_lengths(self.gap_share);
+        for length in lengths.into_iter().take(STAND_IN_LOOKUPS) {
             let key = self.key_of(&request.messages()[..length], request)?;
             match self.store.summary(&key).await {
                 Ok(Some((summary, made_for))) if made_for <= request.max_tokens() => {

@@ -461,13 +461,20 @@ impl PreparedSummaries {
     /// messages allowed to stand in; with whether it stands in.
     fn find(&self, request: &SummaryRequest) -> Option<(String, bool)> {
         let prepared = lock(&self.prepared);
-        let all = request.messages().len();
-        let lengths = std::iter::once(all).chain(request.stand_in_lengths(self.gap_share));
-        lengths.into_iter().find_map(|length| {
-            (prepared.iter())
-                .find(|(made_for, answer)| serves_first(made_for, answer, request, length))
-                .map(|(_, answer)| (answer.clone(), length < all))
-        })
+        let exact = (prepared.iter()).find(|(made_for, answer)| serves(made_for, answer, request));
+        if let Some((_, answer)) = exact {
+            return Some((answer.clone(), false));
+        }
+        let lengths = request.stand_in_lengths(self.gap_share);
+        // Only a summary whose length is allowed is compared: each comparison may read
+        // the whole range.
+        (prepared.iter())
+            .filter(|(made_for, _)| lengths.contains(&made_for.messages().len()))
+            .filter(|(made_for, answer)| {
+                serves_first(made_for, answer, request, made_for.messages().len())
+            })
+            .max_by_key(|(made_for, _)| made_for.messages().len())
+            .map(|(_, answer)| (answer.clone(), true))
     }
 }
 
