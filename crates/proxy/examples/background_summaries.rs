@@ -13,7 +13,8 @@
 //! their input, over the whole session, beside the calls of the run without).
 //!
 //! `--forecasts N` sets `background_forecasts`, `--ratio X` `background_summary_ratio`,
-//! `--gap X` `prepared_summary_gap` (stand-ins; the proxy's summary cache serves them).
+//! `--gap X` `prepared_summary_gap` (stand-ins; the proxy's summary cache serves them),
+//! `--no-fast-path` sets `fast_path = false`.
 //! `--sweep` measures the
 //! library alone instead (no HTTP, no waiting, `--forecasts 1,2,4` a list): for each bound,
 //! the ④ turns that still asked the summarizer, the calls made ahead, and whether every
@@ -220,6 +221,7 @@ async fn run(
     config.discover = false;
     config.window = Some(setup.window);
     config.background_summaries = setup.background;
+    config.fast_path = !std::env::args().any(|a| a == "--no-fast-path");
     if let Some(forecasts) = setup.forecasts {
         config.cascade.background_forecasts = forecasts;
     }

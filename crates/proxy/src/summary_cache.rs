@@ -15,6 +15,7 @@
 use std::sync::Arc;
 
 use context_cascade::BoxFuture;
+use context_cascade::estimate::Estimator;
 use context_cascade::format::{WriteOptions, to_vec};
 use context_cascade::summarizer::{Summarizer, SummaryError, SummaryRequest};
 use context_cascade::{Conversation, Format, Message};
@@ -88,6 +89,17 @@ impl CachingSummarizer {
 }
 
 impl CachingSummarizer {
+    /// Whether a cached `summary`, made under the limit `made_for`, may answer `request`:
+    /// made under its limit or a stricter one (what the summarizer would write for it);
+    /// with stand-ins allowed, also one no longer than its limit anyway, as summaries
+    /// prepared ahead are used in the library (the forecast that prepared it may have left
+    /// more room than the turn that came: ④ checks the summary like any other).
+    fn fits(&self, summary: &str, made_for: u64, request: &SummaryRequest) -> bool {
+        made_for <= request.max_tokens()
+            || (self.gap_share > 0.0
+                && Estimator::default().text_tokens(summary) <= request.max_tokens())
+    }
+
     /// A cached summary of `request`'s longest first messages allowed to stand in for it,
     /// of the `STAND_IN_LOOKUPS` longest (each lookup writes and hashes the messages: a
     /// range of a few MB would otherwise cost more than the summary it saves waiting for).
@@ -97,7 +109,7 @@ impl CachingSummarizer {
         for length in lengths.into_iter().take(STAND_IN_LOOKUPS) {
             let key = self.key_of(&request.messages()[..length], request)?;
             match self.store.summary(&key).await {
-                Ok(Some((summary, made_for))) if made_for <= request.max_tokens() => {
+                Ok(Some((summary, made_for))) if self.fits(&summary, made_for, request) => {
                     self.metrics.summary_stand_in();
                     tracing::info!(
                         summarized = length,
@@ -130,7 +142,7 @@ impl Summarizer for CachingSummarizer {
             let key = self.key(request);
             if let Some(key) = &key {
                 match self.store.summary(key).await {
-                    Ok(Some((summary, made_for))) if made_for <= request.max_tokens() => {
+                    Ok(Some((summary, made_for))) if self.fits(&summary, made_for, request) => {
                         self.metrics.summary_cache(true);
                         tracing::debug!("summary cache hit");
                         return Ok(summary);
@@ -231,12 +243,20 @@ mod tests {
             made
         );
         assert_eq!(inner.0.load(Ordering::SeqCst), 1);
-        // Not with the gap at 0, nor for a stricter limit, nor past half the range.
+        // A stricter limit than it was made for, which the summary fits anyway: it serves.
+        let stricter = SummaryRequest::summarize(longer.clone(), 50);
+        assert_eq!(
+            pollster::block_on(tolerant.summarize(&stricter)).unwrap(),
+            made
+        );
+        assert_eq!(inner.0.load(Ordering::SeqCst), 1);
+        // Not with the gap at 0, nor for a limit the summary does not fit, nor past half
+        // the range.
         pollster::block_on(exact.summarize(&asked)).unwrap();
         assert_eq!(inner.0.load(Ordering::SeqCst), 2);
-        let strict =
-            SummaryRequest::summarize(first.iter().chain(&longer[2..]).cloned().collect(), 50);
-        pollster::block_on(tolerant.summarize(&strict)).unwrap();
+        let tiny =
+            SummaryRequest::summarize(first.iter().chain(&longer[2..]).cloned().collect(), 2);
+        pollster::block_on(tolerant.summarize(&tiny)).unwrap();
         assert_eq!(inner.0.load(Ordering::SeqCst), 3);
         let mut far = first.clone();
         far.extend([
@@ -248,7 +268,7 @@ mod tests {
         assert_eq!(inner.0.load(Ordering::SeqCst), 4);
         let rendered = metrics.render(&context_cascade::Calibration::new());
         assert!(
-            rendered.contains("cascade_summary_stand_ins_total 1"),
+            rendered.contains("cascade_summary_stand_ins_total 2"),
             "{rendered}"
         );
     }
