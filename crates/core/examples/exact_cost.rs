@@ -99,19 +99,33 @@ fn median(mut xs: Vec<f64>) -> f64 {
     xs[xs.len() / 2]
 }
 
-/// A counter of one implementation, loaded.
-fn load(implementation: &str) -> Box<dyn Fn(&str) -> usize> {
+/// A counter of one implementation, loaded (o200k_base, or cl100k_base for the check).
+fn load(implementation: &str, cl100k: bool) -> Box<dyn Fn(&str) -> usize> {
     match implementation {
         "tiktoken-rs 0.7" => {
-            let bpe = tiktoken_rs::o200k_base().expect("o200k_base");
+            let bpe = if cl100k {
+                tiktoken_rs::cl100k_base()
+            } else {
+                tiktoken_rs::o200k_base()
+            };
+            let bpe = bpe.expect("tiktoken-rs 0.7");
             Box::new(move |t| bpe.encode_ordinary(t).len())
         }
         "tiktoken-rs 0.12" => {
-            let bpe = tiktoken_next::o200k_base().expect("o200k_base");
+            let bpe = if cl100k {
+                tiktoken_next::cl100k_base()
+            } else {
+                tiktoken_next::o200k_base()
+            };
+            let bpe = bpe.expect("tiktoken-rs 0.12");
             Box::new(move |t| bpe.encode_ordinary(t).len())
         }
         _ => {
-            let bpe = bpe_openai::o200k_base();
+            let bpe = if cl100k {
+                bpe_openai::cl100k_base()
+            } else {
+                bpe_openai::o200k_base()
+            };
             Box::new(move |t| bpe.count(t))
         }
     }
@@ -121,7 +135,7 @@ fn load(implementation: &str) -> Box<dyn Fn(&str) -> usize> {
 fn child(implementation: &str) {
     let texts = slice(&tiktoken_rs::o200k_base().expect("o200k_base"));
     let start = Instant::now();
-    let count = load(implementation);
+    let count = load(implementation, false);
     let loaded = start.elapsed();
     let start = Instant::now();
     let tokens: usize = texts.iter().map(|t| count(t)).sum();
@@ -194,26 +208,57 @@ fn split_tiktoken(runs: usize) {
     );
 }
 
-/// Every text of every fixture message counted by every implementation.
+/// bpe-openai's load split: building its o200k pre-tokenizing regex (its patterns, copied
+/// from bpe-openai 0.3.2's source); the rest of the load is deserializing its tables.
+fn split_bpe_openai(runs: usize, load: f64) {
+    let pat1 = [
+        "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?",
+        "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?",
+        "\\p{N}{1,3}",
+        " ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*",
+        "\\s*[\\r\\n]+",
+        "\\s+$",
+    ]
+    .join("|");
+    let patterns = [pat1.as_str(), "\\s+\\s", "\\s+"];
+    let mut regex = vec![];
+    for _ in 0..runs {
+        let start = Instant::now();
+        drop(regex_automata::meta::Regex::new_many(&patterns).expect("regex"));
+        regex.push(ms(start.elapsed()));
+    }
+    let regex = median(regex);
+    println!("\nbpe-openai 0.3 o200k_base() load ({load:.1} ms in a fresh process, above):");
+    println!("| part | ms |\n|---|---|");
+    println!("| pre-tokenizing regex (built alone, in process) | {regex:.1} |");
+    println!(
+        "| deserializing the tables (the rest) | {:.1} |",
+        load - regex
+    );
+}
+
+/// Every text of every fixture message counted by every implementation, both encodings.
 fn compare() {
-    let counters: Vec<_> = IMPLS.iter().map(|i| load(i)).collect();
-    let (mut texts, mut tokens, mut mismatches) = (0usize, 0usize, 0usize);
-    for (fixture, message) in fixture_messages() {
-        for text in message {
-            let counts: Vec<usize> = counters.iter().map(|c| c(&text)).collect();
-            texts += 1;
-            tokens += counts[0];
-            if counts.iter().any(|c| *c != counts[0]) {
-                mismatches += 1;
-                let head: String = text.chars().take(80).collect();
-                println!("MISMATCH in {fixture}: {counts:?} {head:?}");
+    for (encoding, cl100k) in [("o200k_base", false), ("cl100k_base", true)] {
+        let counters: Vec<_> = IMPLS.iter().map(|i| load(i, cl100k)).collect();
+        let (mut texts, mut tokens, mut mismatches) = (0usize, 0usize, 0usize);
+        for (fixture, message) in fixture_messages() {
+            for text in message {
+                let counts: Vec<usize> = counters.iter().map(|c| c(&text)).collect();
+                texts += 1;
+                tokens += counts[0];
+                if counts.iter().any(|c| *c != counts[0]) {
+                    mismatches += 1;
+                    let head: String = text.chars().take(80).collect();
+                    println!("MISMATCH in {fixture} ({encoding}): {counts:?} {head:?}");
+                }
             }
         }
+        println!(
+            "\n{encoding} over every fixture message: {texts} texts, {tokens} tokens, \
+             {mismatches} texts counted differently by {IMPLS:?}"
+        );
     }
-    println!(
-        "\nCounts over every fixture message: {texts} texts, {tokens} tokens, {mismatches} \
-         texts counted differently by {IMPLS:?}"
-    );
 }
 
 fn main() {
@@ -248,6 +293,7 @@ fn main() {
     println!("| implementation | load | first count | load + first count | warm count |");
     println!("|---|---|---|---|---|");
     let base: f64 = median(samples[0][0].clone()) + median(samples[0][1].clone());
+    let bpe_load = median(samples[2][0].clone());
     for (name, [load, first, warm]) in IMPLS.iter().zip(samples) {
         let (load, first, warm) = (median(load), median(first), median(warm));
         println!(
@@ -257,5 +303,6 @@ fn main() {
         );
     }
     split_tiktoken(runs);
+    split_bpe_openai(runs, bpe_load);
     compare();
 }
