@@ -10,7 +10,7 @@
 //! the engine uses for OpenAI models ([`counter_for_model`]): per message 3 tokens of
 //! framing plus the role, the name (+1) and the content; per request 3 tokens of reply
 //! priming plus the `tools` definitions by the cookbook's rule (OpenAI cookbook, "How to
-//! count tokens with tiktoken"). Counting 100K tokens takes tens of milliseconds, so every
+//! count tokens with tiktoken"). Counting 100K tokens takes about 9 ms, so every
 //! message's count is memoized by a hash of what it bills: a request that extends the
 //! previous one tokenizes only its new messages.
 
