@@ -2,7 +2,8 @@
 # BENCHMARKS.md §11, "Cold cost of exact counts": section 2's `cascade compact` rows (whole
 # process, model gpt-4o, so exact counts where the cascade needs them) for two or more
 # binaries side by side, interleaved run by run; prints min / median / max per binary and
-# the ratio of medians to the first binary.
+# the ratio of medians to the first binary; then each binary's peak RSS on the ~1M-token
+# request at 128K (section 5's row; median of RUNS, kernel high-water mark via bench/rss.py).
 #   bench/cold_exact.sh RUNS BIN_A BIN_B [BIN_C ...]
 # Inputs: section 2's request bodies from bench/out/inputs (written by bench/run.sh), else
 # built here from fixtures/transcripts the same way (crates/bench inputs.rs) into a temp dir.
@@ -42,6 +43,24 @@ for copy, name in enumerate(sorted(mains[:2])):
                 if isinstance(c.get("id"), str): c["id"] += f"-{copy}"
         concat.append(m)
 save("concat-1.3mb", concat)
+# A ~1M-token request for peak RSS (section 5 uses scaled-1m.json): the fixtures cycled in
+# name order to 3.8 MB, one system message, ids suffixed per copy.
+out_messages, size, has_system = [], 0, False
+for copy in range(1000):
+    messages = list(fixtures.values())[copy % len(fixtures)]
+    while messages and messages[-1].get("role") == "assistant" and messages[-1].get("tool_calls"):
+        messages = messages[:-1]
+    for m in json.loads(json.dumps(messages)):
+        if m.get("role") == "system":
+            if has_system: continue
+            has_system = True
+        if isinstance(m.get("tool_call_id"), str): m["tool_call_id"] += f"-{copy}"
+        for c in m.get("tool_calls") or []:
+            if isinstance(c.get("id"), str): c["id"] += f"-{copy}"
+        out_messages.append(m)
+        size += len(json.dumps(m))
+    if size > 3.8e6: break
+save("scaled-1m", out_messages)
 PY
 fi
 CASES=(concat-1.3mb claude-code__spotter__4d5611e5-main claude-code__spotter__6c2214d7-subagent-afc096d
@@ -72,3 +91,15 @@ for c in "${CASES[@]}"; do
     unset T
   done
 done
+echo
+printf '| ~1M-token request → 128K (section 5) |'
+for b in "${BINS[@]}"; do
+  runs=$(for ((r = 0; r < RUNS; r++)); do
+    python3 bench/rss.py rss -- "$b" compact "$INPUTS/scaled-1m.json" --window 128000 -o "$TMP/out.json" \
+      | python3 -c 'import json, sys; r = json.load(sys.stdin); print(r["peak_rss_mb"], r["seconds"] * 1e3)'
+  done)
+  med() { sort -n | awk '{a[NR]=$1} END {printf "%.1f", a[int((NR+1)/2)]}'; }
+  printf ' %s: peak RSS %s MB, %s ms |' "$(basename "$b")" "$(cut -d' ' -f1 <<< "$runs" | med)" \
+    "$(cut -d' ' -f2 <<< "$runs" | med)"
+done
+echo

@@ -74,20 +74,32 @@ fn fixture_messages() -> Vec<(String, Vec<String>)> {
     messages
 }
 
-/// The texts of the first fixture messages that add up to about [`SLICE_TOKENS`].
-fn slice(reference: &tiktoken_rs::CoreBPE) -> Vec<String> {
+/// How many fixture messages (in order) add up to about [`SLICE_TOKENS`].
+fn slice_messages(reference: &tiktoken_rs::CoreBPE) -> usize {
     let mut total = 0;
-    let mut texts = Vec::new();
-    for (_, message) in fixture_messages() {
+    let messages = fixture_messages();
+    for (n, (_, message)) in messages.iter().enumerate() {
         if total >= SLICE_TOKENS {
-            break;
+            return n;
         }
         total += (message.iter())
             .map(|t| reference.encode_ordinary(t).len())
             .sum::<usize>();
-        texts.extend(message);
     }
-    texts
+    messages.len()
+}
+
+/// Resident memory from `/proc/self/status` (kB): anonymous (heap) and file-backed (the
+/// binary's pages, embedded tables included); zeros where there is no procfs.
+fn rss() -> [f64; 2] {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field = |name: &str| {
+        (status.lines())
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or(0.0)
+    };
+    [field("RssAnon:"), field("RssFile:")]
 }
 
 fn ms(d: Duration) -> f64 {
@@ -131,12 +143,18 @@ fn load(implementation: &str, cl100k: bool) -> Box<dyn Fn(&str) -> usize> {
     }
 }
 
-/// In the child: load, first count, warm count (ms) and the slice's tokens.
-fn child(implementation: &str) {
-    let texts = slice(&tiktoken_rs::o200k_base().expect("o200k_base"));
+/// In the child: load, first count, warm count (ms), the slice's tokens, and what the load
+/// added to resident memory (MB, anonymous and file-backed). The texts are read before any
+/// tokenizer is loaded.
+fn child(implementation: &str, messages: usize) {
+    let texts: Vec<String> = (fixture_messages().into_iter().take(messages))
+        .flat_map(|(_, texts)| texts)
+        .collect();
+    let before = rss();
     let start = Instant::now();
     let count = load(implementation, false);
     let loaded = start.elapsed();
+    let after = rss();
     let start = Instant::now();
     let tokens: usize = texts.iter().map(|t| count(t)).sum();
     let first = start.elapsed();
@@ -144,7 +162,15 @@ fn child(implementation: &str) {
     let again: usize = texts.iter().map(|t| count(t)).sum();
     let warm = start.elapsed();
     assert_eq!(tokens, again);
-    println!("{} {} {} {tokens}", ms(loaded), ms(first), ms(warm));
+    let mb = |i: usize| (after[i] - before[i]) / 1024.0;
+    println!(
+        "{} {} {} {tokens} {} {}",
+        ms(loaded),
+        ms(first),
+        ms(warm),
+        mb(0),
+        mb(1)
+    );
 }
 
 /// tiktoken-rs 0.7's `o200k_base()` split: the whole, and `CoreBPE::new` given the ranks
@@ -264,17 +290,18 @@ fn compare() {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.get(1).map(String::as_str) == Some("--child") {
-        return child(&args[2]);
+        return child(&args[2], args[3].parse().expect("messages"));
     }
     let runs: usize = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(15);
     let exe = std::env::current_exe().expect("current exe");
-    let mut samples: Vec<[Vec<f64>; 3]> = IMPLS.iter().map(|_| Default::default()).collect();
+    let messages = slice_messages(&tiktoken_rs::o200k_base().expect("o200k_base"));
+    let mut samples: Vec<[Vec<f64>; 5]> = IMPLS.iter().map(|_| Default::default()).collect();
     let mut tokens = 0;
     for round in 0..runs {
         for k in 0..IMPLS.len() {
             let i = (round + k) % IMPLS.len();
             let out = Command::new(&exe)
-                .args(["--child", IMPLS[i]])
+                .args(["--child", IMPLS[i], &messages.to_string()])
                 .output()
                 .expect("child");
             let line = String::from_utf8_lossy(&out.stdout);
@@ -282,24 +309,34 @@ fn main() {
                 .split_whitespace()
                 .filter_map(|f| f.parse().ok())
                 .collect();
-            assert_eq!(fields.len(), 4, "child {}: {line}", IMPLS[i]);
-            for (j, sample) in samples[i].iter_mut().enumerate() {
-                sample.push(fields[j]);
+            assert_eq!(fields.len(), 6, "child {}: {line}", IMPLS[i]);
+            let per_sample = [fields[0], fields[1], fields[2], fields[4], fields[5]];
+            for (sample, value) in samples[i].iter_mut().zip(per_sample) {
+                sample.push(value);
             }
             tokens = fields[3] as usize;
         }
     }
-    println!("o200k_base, fresh process per sample, median of {runs} (ms); slice: {tokens} tokens");
-    println!("| implementation | load | first count | load + first count | warm count |");
-    println!("|---|---|---|---|---|");
+    println!(
+        "o200k_base, fresh process per sample, median of {runs} (ms, MB); slice: {messages} \
+         messages, {tokens} tokens"
+    );
+    println!(
+        "| implementation | load | first count | load + first count | warm count | \
+         resident memory the load adds (heap + binary pages) |"
+    );
+    println!("|---|---|---|---|---|---|");
     let base: f64 = median(samples[0][0].clone()) + median(samples[0][1].clone());
     let bpe_load = median(samples[2][0].clone());
-    for (name, [load, first, warm]) in IMPLS.iter().zip(samples) {
+    for (name, [load, first, warm, anon, file]) in IMPLS.iter().zip(samples) {
         let (load, first, warm) = (median(load), median(first), median(warm));
+        let (anon, file) = (median(anon), median(file));
         println!(
-            "| {name} | {load:.1} | {first:.1} | {:.1} ({:.2}× 0.7) | {warm:.1} |",
+            "| {name} | {load:.1} | {first:.1} | {:.1} ({:.2}× 0.7) | {warm:.1} | {:.1} \
+             ({anon:.1} + {file:.1}) |",
             load + first,
-            (load + first) / base
+            (load + first) / base,
+            anon + file
         );
     }
     split_tiktoken(runs);
