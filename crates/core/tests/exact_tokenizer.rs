@@ -1,0 +1,132 @@
+//! Exact counts (bpe-openai) equal tiktoken's, text by text: on every text of every fixture
+//! message (and each structured message's JSON, the shape opaque blocks are counted in), on edge cases
+//! of the pre-tokenizing regex, and on generated strings, for both encodings.
+#![cfg(feature = "exact")]
+// A panic is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use context_cascade::estimate::exact::{Encoding, ExactCounter};
+use proptest::prelude::*;
+use serde_json::Value;
+
+const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fixtures/transcripts");
+
+type Pair = (ExactCounter, tiktoken_rs::CoreBPE);
+
+/// Both encodings: ours and tiktoken-rs's, loaded once for every test.
+fn pairs() -> &'static [Pair] {
+    static PAIRS: std::sync::LazyLock<Vec<Pair>> = std::sync::LazyLock::new(|| {
+        vec![
+            (
+                ExactCounter::new(Encoding::O200kBase).unwrap(),
+                tiktoken_rs::o200k_base().unwrap(),
+            ),
+            (
+                ExactCounter::new(Encoding::Cl100kBase).unwrap(),
+                tiktoken_rs::cl100k_base().unwrap(),
+            ),
+        ]
+    });
+    &PAIRS
+}
+
+/// The texts a message bills (role, name, contents, tool call names and arguments) and its
+/// whole JSON.
+fn texts(message: &Value) -> Vec<String> {
+    // A message's JSON where it has structure (parts, tool calls): what opaque blocks bill.
+    let structured = !message["content"].is_string() || message.get("tool_calls").is_some();
+    let mut texts = if structured {
+        vec![message.to_string()]
+    } else {
+        vec![]
+    };
+    let mut add = |v: &Value| texts.extend(v.as_str().map(str::to_owned));
+    for key in ["role", "name", "content"] {
+        message.get(key).map(&mut add);
+    }
+    for part in message["content"].as_array().into_iter().flatten() {
+        part.get("text").map(&mut add);
+    }
+    for call in message["tool_calls"].as_array().into_iter().flatten() {
+        add(&call["function"]["name"]);
+        add(&call["function"]["arguments"]);
+    }
+    texts
+}
+
+fn assert_same(pairs: &[Pair], text: &str) {
+    for (ours, reference) in pairs {
+        assert_eq!(
+            ours.count(text),
+            reference.encode_ordinary(text).len(),
+            "{:?} on {:?}",
+            ours.encoding(),
+            text.chars().take(200).collect::<String>()
+        );
+    }
+}
+
+#[test]
+fn counts_every_fixture_message_as_tiktoken_does() {
+    let pairs = pairs();
+    let mut checked = 0;
+    for entry in std::fs::read_dir(FIXTURES).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|x| x != "json") {
+            continue;
+        }
+        let fixture: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        for message in fixture["messages"].as_array().unwrap() {
+            for text in texts(message) {
+                assert_same(pairs, &text);
+                checked += 1;
+            }
+        }
+    }
+    // Every one of the ten fixtures, thousands of texts.
+    assert!(checked > 5_000, "{checked} texts");
+}
+
+#[test]
+fn counts_edge_cases_of_the_split_as_tiktoken_does() {
+    let pairs = pairs();
+    for text in [
+        "",
+        " ",
+        "   ",
+        "\n",
+        "\r\n",
+        " \n \n ",
+        "a  b",
+        "a   \n  b",
+        "trailing spaces   ",
+        "\ttabs\t\tand  spaces\t",
+        "x \u{a0}\u{3000} y",
+        "I'M HERE, it's they'RE we'll you'd",
+        "1234567890 12 3.14159 1e400 -0",
+        "CamelCaseWord HTTPServer iPhone ÉCOLE naïve",
+        "e\u{301}\u{302}  combining marks",
+        "中文字符，日本語のテキスト、한국어",
+        "مرحبا بالعالم",
+        "emoji 😀👍🏽👨‍👩‍👧 flags 🇫🇷",
+        "path/to/file.rs:12:5\n\n\n    fn main() {}\r\n",
+        "{\"command\":\"ls -la /tmp\",\"timeout\":120}",
+        "<|endoftext|> <|endofprompt|>",
+        "\u{feff}bom and \u{200b}zero width",
+    ] {
+        assert_same(pairs, text);
+    }
+    assert_same(pairs, &" ".repeat(5_000));
+    assert_same(pairs, &"ab".repeat(10_000));
+    assert_same(pairs, &"\n \t".repeat(1_000));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+    #[test]
+    fn counts_generated_strings_as_tiktoken_does(
+        text in "[ \t\r\na-zA-Z0-9'.,/_(){}\u{a0}é\u{301}ß中😀]{0,60}"
+    ) {
+        assert_same(pairs(), &text);
+    }
+}
