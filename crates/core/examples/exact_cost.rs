@@ -2,7 +2,7 @@
 //! "Cold cost of exact counts"): what a one-shot process (`cascade compact`) pays before
 //! and for its first exact count of a ~100K-token request.
 //!
-//!     nice -n 10 cargo run --release -p context_cascade --features exact \
+//!     nice -n 10 cargo run --release -p context_cascade --features compare-tokenizers \
 //!         --example exact_cost -- [RUNS]
 //!
 //! Each sample is a fresh child process (this binary with `--child IMPL`), because
@@ -75,7 +75,7 @@ fn fixture_messages() -> Vec<(String, Vec<String>)> {
 }
 
 /// How many fixture messages (in order) add up to about [`SLICE_TOKENS`].
-fn slice_messages(reference: &tiktoken_rs::CoreBPE) -> usize {
+fn slice_messages(reference: &tiktoken_ref::CoreBPE) -> usize {
     let mut total = 0;
     let messages = fixture_messages();
     for (n, (_, message)) in messages.iter().enumerate() {
@@ -116,18 +116,18 @@ fn load(implementation: &str, cl100k: bool) -> Box<dyn Fn(&str) -> usize> {
     match implementation {
         "tiktoken-rs 0.7" => {
             let bpe = if cl100k {
-                tiktoken_rs::cl100k_base()
+                tiktoken_ref::cl100k_base()
             } else {
-                tiktoken_rs::o200k_base()
+                tiktoken_ref::o200k_base()
             };
             let bpe = bpe.expect("tiktoken-rs 0.7");
             Box::new(move |t| bpe.encode_ordinary(t).len())
         }
         "tiktoken-rs 0.12" => {
             let bpe = if cl100k {
-                tiktoken_next::cl100k_base()
+                tiktoken_rs::cl100k_base()
             } else {
-                tiktoken_next::o200k_base()
+                tiktoken_rs::o200k_base()
             };
             let bpe = bpe.expect("tiktoken-rs 0.12");
             Box::new(move |t| bpe.encode_ordinary(t).len())
@@ -177,7 +177,7 @@ fn child(implementation: &str, messages: usize) {
 /// (decoder map, sorted token list, regex compile and 128 clones); the rest is the base64
 /// decode of the embedded ranks into a HashMap.
 fn split_tiktoken(runs: usize) {
-    let reference = tiktoken_rs::o200k_base().expect("o200k_base");
+    let reference = tiktoken_ref::o200k_base().expect("o200k_base");
     // The hasher type is tiktoken-rs's own (its rustc-hash version), inferred from `new`.
     let mut ranks = std::collections::HashMap::default();
     for rank in 0..199_998u32 {
@@ -198,12 +198,12 @@ fn split_tiktoken(runs: usize) {
     let (mut whole, mut new, mut decoder, mut sorted) = (vec![], vec![], vec![], vec![]);
     for _ in 0..runs {
         let start = Instant::now();
-        drop(tiktoken_rs::o200k_base().expect("o200k_base"));
+        drop(tiktoken_ref::o200k_base().expect("o200k_base"));
         whole.push(ms(start.elapsed()));
         let copy = ranks.clone();
         let special = std::collections::HashMap::default();
         let start = Instant::now();
-        drop(tiktoken_rs::CoreBPE::new(copy, special, &pattern).expect("CoreBPE::new"));
+        drop(tiktoken_ref::CoreBPE::new(copy, special, &pattern).expect("CoreBPE::new"));
         new.push(ms(start.elapsed()));
         let start = Instant::now();
         let map: rustc_hash::FxHashMap<u32, Vec<u8>> =
@@ -294,7 +294,7 @@ fn main() {
     }
     let runs: usize = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(15);
     let exe = std::env::current_exe().expect("current exe");
-    let messages = slice_messages(&tiktoken_rs::o200k_base().expect("o200k_base"));
+    let messages = slice_messages(&tiktoken_ref::o200k_base().expect("o200k_base"));
     let mut samples: Vec<[Vec<f64>; 5]> = IMPLS.iter().map(|_| Default::default()).collect();
     let mut tokens = 0;
     for round in 0..runs {

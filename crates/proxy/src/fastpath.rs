@@ -538,7 +538,7 @@ pub(crate) fn exact_counts(
     manager: context_cascade::ContextManager,
 ) -> context_cascade::ContextManager {
     use context_cascade::estimate::exact::counter_for_model;
-    // Loading a tokenizer's tables takes about 150 ms: on a thread of its own at startup,
+    // Loading a tokenizer's tables takes about 80 ms: on a thread of its own at startup,
     // not on the first OpenAI request (and not on a Tokio worker).
     std::thread::spawn(|| {
         counter_for_model("gpt-4o");

@@ -1,16 +1,15 @@
 //! Exact token counts with a real tokenizer (feature `exact`): OpenAI's o200k_base and
-//! cl100k_base through bpe-openai (GitHub's rust-gems), with the chat framing OpenAI
-//! documents. bpe-openai counts as tiktoken does (its own tests encode against tiktoken-rs;
-//! `tests/exact_tokenizer.rs` checks every text of every fixture message and edge cases
-//! against tiktoken-rs) and costs less cold: its tables are deserialized, not rebuilt
-//! (about 40 ms instead of 90–150 ms, BENCHMARKS.md §11), and it counts about 4× faster.
+//! cl100k_base through tiktoken-rs 0.12, with the chat framing OpenAI documents. Its
+//! tables are built at load (about 80 ms); `tests/exact_tokenizer.rs` checks that it counts
+//! every text of every fixture message as 0.7, the version used before, did (BENCHMARKS.md
+//! §11, "Cold cost of exact counts", has the implementations compared).
 //!
 //! Two uses. [`ExactCounter::count_conversation`] is the benchmarks' yardstick: the same
 //! texts the prior counts, with the prior's fixed costs. The [`TokenCounter`] impl is what
 //! the engine uses for OpenAI models ([`counter_for_model`]): per message 3 tokens of
 //! framing plus the role, the name (+1) and the content; per request 3 tokens of reply
 //! priming plus the `tools` definitions by the cookbook's rule (OpenAI cookbook, "How to
-//! count tokens with tiktoken"). Counting 100K tokens takes about 9 ms, so every
+//! count tokens with tiktoken"). Counting 100K tokens takes about 15 ms, so every
 //! message's count is memoized by a hash of what it bills: a request that extends the
 //! previous one tokenizes only its new messages.
 
@@ -86,8 +85,7 @@ type Memo = HashMap<(u64, usize), u64, BuildHasherDefault<FxHasher>>;
 /// A loaded tokenizer, with its memo of message counts.
 pub struct ExactCounter {
     encoding: Encoding,
-    /// Loaded once per process (a static of bpe-openai), shared by every counter.
-    bpe: &'static bpe_openai::Tokenizer,
+    bpe: tiktoken_rs::CoreBPE,
     memo: Mutex<Memo>,
 }
 
@@ -120,14 +118,13 @@ pub fn counter_for_model(model: &str) -> Option<&'static dyn TokenCounter> {
 }
 
 impl ExactCounter {
-    /// Loads the tokenizer (its tables are embedded in bpe-openai, serialized at build
-    /// time; no network), once per process: a second counter of the same encoding shares
-    /// them. Kept fallible for the callers; the embedded tables do not fail to load.
+    /// Loads the tokenizer's ranks (embedded in tiktoken-rs; no network).
     pub fn new(encoding: Encoding) -> Result<Self, crate::error::Error> {
         let bpe = match encoding {
-            Encoding::O200kBase => bpe_openai::o200k_base(),
-            Encoding::Cl100kBase => bpe_openai::cl100k_base(),
-        };
+            Encoding::O200kBase => tiktoken_rs::o200k_base(),
+            Encoding::Cl100kBase => tiktoken_rs::cl100k_base(),
+        }
+        .map_err(|e| crate::error::Error::Tokenizer(e.to_string()))?;
         Ok(ExactCounter {
             encoding,
             bpe,
@@ -142,7 +139,7 @@ impl ExactCounter {
 
     /// Tokens of a text.
     pub fn count(&self, text: &str) -> usize {
-        self.bpe.count(text)
+        self.bpe.count_ordinary(text)
     }
 
     /// The benchmarks' yardstick: tokens of a request counted over the same texts the
