@@ -169,9 +169,9 @@ fn candidates(conversation: &Conversation, cx: &StepContext<'_>) -> Vec<Candidat
         .map(|m| m.tool_calls().map(|c| c.id.as_str()).collect())
         .unwrap_or_default();
     // (message of the result, call id) → what superseded the read.
-    let (stale, activities) = stale_reads_and_activities(&conversation.messages);
-    let stale: HashMap<(usize, String), StaleRead> = (stale.into_iter())
-        .map(|s| ((s.message, s.call_id.clone()), s))
+    let (stale_reads, activities) = stale_reads_and_activities(&conversation.messages);
+    let stale: HashMap<(usize, &str), &StaleRead> = (stale_reads.iter())
+        .map(|s| ((s.message, s.call_id.as_str()), s))
         .collect();
     let notes = cx.config.trail.enabled;
     let placeholder_chars = COMPACTED.chars().count();
@@ -211,12 +211,12 @@ fn candidates(conversation: &Conversation, cx: &StepContext<'_>) -> Vec<Candidat
             if !compactable {
                 continue;
             }
-            let superseded = stale.get(&(index, result.call_id.clone()));
+            let superseded = stale.get(&(index, result.call_id.as_str()));
             let second = match superseded {
                 _ if !notes => None,
                 Some(read) => Some(read.note()),
                 // The call's activity was read with the stale reads: not parsed again.
-                None => match located.and_then(|(c, at)| activities.get(&(at, c.id.clone()))) {
+                None => match located.and_then(|(c, at)| activities.get(&(at, c.id.as_str()))) {
                     Some(&activity) => Trail::lines_for_errors_of(result, Some(activity), flagged),
                     None => Trail::lines_for_errors(result, call, flagged),
                 },

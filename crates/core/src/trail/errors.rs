@@ -142,32 +142,83 @@ pub(crate) fn error_ids(text: &str, output: Output, flagged: bool) -> Vec<String
     ids
 }
 
+/// The literals the identifier patterns cannot match without: a class ends with `Error`
+/// or `Exception` (exceptions and structs), a code follows `error[` or `error `, a failing
+/// test line holds one of the rest. No literal can start inside another's occurrence (no
+/// suffix of one is a prefix of another), so one leftmost-first scan sees every kind
+/// present.
+fn needles_regex() -> &'static Regex {
+    static RE: OnceLock<Regex> = OnceLock::new();
+    regex(
+        &RE,
+        r"Error|Exception|error\[|error |FAILED|--- FAIL: |\) test |✕",
+    )
+}
+
+/// Which identifier patterns can match somewhere in a text.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct Present {
+    /// `Error` or `Exception`: the exception and struct patterns.
+    class: bool,
+    /// `error[` or `error `: the code pattern.
+    code: bool,
+    /// A failing test's literal: the test pattern.
+    test: bool,
+}
+
+/// One literal scan of `text` (SIMD-searched by the regex crate), so that the four
+/// patterns, which must walk every byte of a result, run only on results that could hold
+/// a match: most tool output holds none, and ② reads every result it compacts.
+fn present(text: &str) -> Present {
+    let mut present = Present::default();
+    for m in needles_regex().find_iter(text) {
+        match m.as_str().as_bytes()[0] {
+            b'E' => present.class = true,
+            b'e' => present.code = true,
+            _ => present.test = true,
+        }
+        if present.class && present.code && present.test {
+            break;
+        }
+    }
+    present
+}
+
 fn identifiers(text: &str, ids: &mut Vec<String>) {
+    let present = present(text);
     // Collected with their position, so that the three kinds interleave in output order.
     let mut found: Vec<(usize, String)> = Vec::new();
-    for c in exception_regex().captures_iter(text) {
-        if let (Some(all), Some(class)) = (c.get(0), c.get(1)) {
-            let message = c.get(2).map_or("", |m| m.as_str()).trim();
-            found.push((all.start(), with_message(class.as_str(), message)));
+    if present.class {
+        for c in exception_regex().captures_iter(text) {
+            if let (Some(all), Some(class)) = (c.get(0), c.get(1)) {
+                let message = c.get(2).map_or("", |m| m.as_str()).trim();
+                found.push((all.start(), with_message(class.as_str(), message)));
+            }
         }
     }
-    for c in struct_regex().captures_iter(text) {
-        if let (Some(all), Some(class)) = (c.get(0), c.get(1)) {
-            let fields = c.get(2).map_or("", |m| m.as_str()).trim();
-            found.push((all.start(), with_message(class.as_str(), fields)));
+    if present.class && text.contains('%') {
+        for c in struct_regex().captures_iter(text) {
+            if let (Some(all), Some(class)) = (c.get(0), c.get(1)) {
+                let fields = c.get(2).map_or("", |m| m.as_str()).trim();
+                found.push((all.start(), with_message(class.as_str(), fields)));
+            }
         }
     }
-    for c in code_regex().captures_iter(text) {
-        if let (Some(all), Some(code)) = (c.get(0), c.get(1)) {
-            let message = c.get(2).map_or("", |m| m.as_str()).trim();
-            found.push((all.start(), with_message(code.as_str(), message)));
+    if present.code {
+        for c in code_regex().captures_iter(text) {
+            if let (Some(all), Some(code)) = (c.get(0), c.get(1)) {
+                let message = c.get(2).map_or("", |m| m.as_str()).trim();
+                found.push((all.start(), with_message(code.as_str(), message)));
+            }
         }
     }
-    for c in test_regex().captures_iter(text) {
-        let name = (1..=5).find_map(|i| c.get(i));
-        if let (Some(all), Some(name)) = (c.get(0), name) {
-            let name = cut(name.as_str().trim(), MESSAGE_CHARS);
-            found.push((all.start(), format!("{FAILING_TEST}{name}")));
+    if present.test {
+        for c in test_regex().captures_iter(text) {
+            let name = (1..=5).find_map(|i| c.get(i));
+            if let (Some(all), Some(name)) = (c.get(0), name) {
+                let name = cut(name.as_str().trim(), MESSAGE_CHARS);
+                found.push((all.start(), format!("{FAILING_TEST}{name}")));
+            }
         }
     }
     found.sort_by_key(|(at, _)| *at);
