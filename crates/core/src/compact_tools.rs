@@ -14,7 +14,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use crate::conversation::{Block, Conversation, Role, Shape, ToolCall};
+use crate::conversation::{Block, Conversation, Message, Role, Shape, ToolCall};
 use crate::estimate::ClassCounts;
 use crate::markers::COMPACTED;
 use crate::report::{Step, Strategy};
@@ -70,13 +70,14 @@ pub(crate) fn compact_tool_results(
             break;
         }
         let (index, block) = (candidate.message, candidate.block);
+        let Some(counts) = result_counts(&conversation.messages[index], block) else {
+            continue;
+        };
         let Block::ToolResult(result) = &mut conversation.messages[index].blocks_mut()[block]
         else {
             continue;
         };
-        let freed = cx
-            .estimator
-            .tokens_of(&ClassCounts::of_blocks(&result.content));
+        let freed = cx.estimator.tokens_of(&counts);
         let placeholder = candidate.placeholder;
         let placeholder_tokens = cx.estimator.tokens_of(&ClassCounts::of_str(&placeholder));
         chars_added += chars_in(&placeholder);
@@ -131,20 +132,33 @@ fn reaches(
     target: u64,
 ) -> bool {
     let freed: u64 = (candidates.iter())
-        .filter_map(
-            |c| match &conversation.messages[c.message].blocks()[c.block] {
-                Block::ToolResult(result) => Some(
-                    cx.estimator
-                        .tokens_of(&ClassCounts::of_blocks(&result.content))
-                        .saturating_sub(
-                            cx.estimator.tokens_of(&ClassCounts::of_str(&c.placeholder)),
-                        ),
-                ),
-                _ => None,
-            },
-        )
+        .filter_map(|c| {
+            let counts = result_counts(&conversation.messages[c.message], c.block)?;
+            Some(
+                cx.estimator
+                    .tokens_of(&counts)
+                    .saturating_sub(cx.estimator.tokens_of(&ClassCounts::of_str(&c.placeholder))),
+            )
+        })
         .sum();
     total.saturating_sub(freed) <= target
+}
+
+/// The counts of the content of the tool result at `block` of `message` (`None`: not a
+/// result). A message's counts are its blocks' plus one message, cached: for a result
+/// that is its message's only block (most are), they are the content's counts without
+/// counting every character of it again.
+fn result_counts(message: &Message, block: usize) -> Option<ClassCounts> {
+    let Block::ToolResult(result) = message.blocks().get(block)? else {
+        return None;
+    };
+    if message.blocks().len() == 1 {
+        return Some(ClassCounts {
+            messages: 0,
+            ..message.counts()
+        });
+    }
+    Some(ClassCounts::of_blocks(&result.content))
 }
 
 /// A result ② may compact, and what it becomes.

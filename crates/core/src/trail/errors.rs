@@ -8,6 +8,7 @@
 //! looked at (shell output fully, file contents only for the tool's own failure) follows the
 //! offline summarizer, whose recognisers (`offline/scan.rs`) this module reuses.
 
+use std::ops::Range;
 use std::sync::OnceLock;
 
 use regex::Regex;
@@ -145,8 +146,7 @@ pub(crate) fn error_ids(text: &str, output: Output, flagged: bool) -> Vec<String
 /// The literals the identifier patterns cannot match without: a class ends with `Error`
 /// or `Exception` (exceptions and structs), a code follows `error[` or `error `, a failing
 /// test line holds one of the rest. No literal can start inside another's occurrence (no
-/// suffix of one is a prefix of another), so one leftmost-first scan sees every kind
-/// present.
+/// suffix of one is a prefix of another), so one leftmost-first scan sees every one.
 fn needles_regex() -> &'static Regex {
     static RE: OnceLock<Regex> = OnceLock::new();
     regex(
@@ -155,72 +155,95 @@ fn needles_regex() -> &'static Regex {
     )
 }
 
-/// Which identifier patterns can match somewhere in a text.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-struct Present {
+/// The lines (byte ranges, without their `\n`) that hold a literal of each pattern, in
+/// order, each once.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Lines {
     /// `Error` or `Exception`: the exception and struct patterns.
-    class: bool,
+    class: Vec<Range<usize>>,
     /// `error[` or `error `: the code pattern.
-    code: bool,
+    code: Vec<Range<usize>>,
     /// A failing test's literal: the test pattern.
-    test: bool,
+    test: Vec<Range<usize>>,
 }
 
-/// One literal scan of `text` (SIMD-searched by the regex crate), so that the four
-/// patterns, which must walk every byte of a result, run only on results that could hold
-/// a match: most tool output holds none, and ② reads every result it compacts.
-fn present(text: &str) -> Present {
-    let mut present = Present::default();
+/// One literal scan of `text` (SIMD-searched by the regex crate) finds the lines where
+/// each pattern can match: most tool output holds none of the literals, and ② reads every
+/// result it compacts. Running a pattern on those lines alone finds what it finds in the
+/// whole text: no match of the four spans a `\n` (`[^\n]`, `[^\s]`, `.` and `[ \t]` are
+/// all they repeat), and their assertions (`(?m)^`, `(?m)$`, `\b`) hold at a line's
+/// edges as they do beside its `\n`.
+fn lines_with_literals(text: &str) -> Lines {
+    let mut lines = Lines::default();
+    let mut line = 0..0;
     for m in needles_regex().find_iter(text) {
-        match m.as_str().as_bytes()[0] {
-            b'E' => present.class = true,
-            b'e' => present.code = true,
-            _ => present.test = true,
+        // A literal holds no `\n`: one starting before the current line's end is on it.
+        if m.start() >= line.end {
+            // `line.end` is the `\n` ending the last line (or 0): search back no further.
+            let from = line.end;
+            let start = text[from..m.start()]
+                .rfind('\n')
+                .map_or(from, |i| from + i + 1);
+            let end = text[m.end()..]
+                .find('\n')
+                .map_or(text.len(), |i| m.end() + i);
+            line = start..end;
         }
-        if present.class && present.code && present.test {
-            break;
+        let kind = match m.as_str().as_bytes()[0] {
+            b'E' => &mut lines.class,
+            b'e' => &mut lines.code,
+            _ => &mut lines.test,
+        };
+        if kind.last() != Some(&line) {
+            kind.push(line.clone());
         }
     }
-    present
+    lines
+}
+
+/// Every match of `re` on `lines` of `text`, with its offset in `text`.
+fn captures_on<'t>(
+    re: &Regex,
+    text: &'t str,
+    lines: &[Range<usize>],
+    mut each: impl FnMut(usize, regex::Captures<'t>),
+) {
+    for line in lines {
+        for c in re.captures_iter(&text[line.clone()]) {
+            each(line.start, c);
+        }
+    }
 }
 
 fn identifiers(text: &str, ids: &mut Vec<String>) {
-    let present = present(text);
+    let lines = lines_with_literals(text);
     // Collected with their position, so that the three kinds interleave in output order.
     let mut found: Vec<(usize, String)> = Vec::new();
-    if present.class {
-        for c in exception_regex().captures_iter(text) {
-            if let (Some(all), Some(class)) = (c.get(0), c.get(1)) {
-                let message = c.get(2).map_or("", |m| m.as_str()).trim();
-                found.push((all.start(), with_message(class.as_str(), message)));
-            }
+    captures_on(exception_regex(), text, &lines.class, |at, c| {
+        if let (Some(all), Some(class)) = (c.get(0), c.get(1)) {
+            let message = c.get(2).map_or("", |m| m.as_str()).trim();
+            found.push((at + all.start(), with_message(class.as_str(), message)));
         }
-    }
-    if present.class && text.contains('%') {
-        for c in struct_regex().captures_iter(text) {
-            if let (Some(all), Some(class)) = (c.get(0), c.get(1)) {
-                let fields = c.get(2).map_or("", |m| m.as_str()).trim();
-                found.push((all.start(), with_message(class.as_str(), fields)));
-            }
+    });
+    captures_on(struct_regex(), text, &lines.class, |at, c| {
+        if let (Some(all), Some(class)) = (c.get(0), c.get(1)) {
+            let fields = c.get(2).map_or("", |m| m.as_str()).trim();
+            found.push((at + all.start(), with_message(class.as_str(), fields)));
         }
-    }
-    if present.code {
-        for c in code_regex().captures_iter(text) {
-            if let (Some(all), Some(code)) = (c.get(0), c.get(1)) {
-                let message = c.get(2).map_or("", |m| m.as_str()).trim();
-                found.push((all.start(), with_message(code.as_str(), message)));
-            }
+    });
+    captures_on(code_regex(), text, &lines.code, |at, c| {
+        if let (Some(all), Some(code)) = (c.get(0), c.get(1)) {
+            let message = c.get(2).map_or("", |m| m.as_str()).trim();
+            found.push((at + all.start(), with_message(code.as_str(), message)));
         }
-    }
-    if present.test {
-        for c in test_regex().captures_iter(text) {
-            let name = (1..=5).find_map(|i| c.get(i));
-            if let (Some(all), Some(name)) = (c.get(0), name) {
-                let name = cut(name.as_str().trim(), MESSAGE_CHARS);
-                found.push((all.start(), format!("{FAILING_TEST}{name}")));
-            }
+    });
+    captures_on(test_regex(), text, &lines.test, |at, c| {
+        let name = (1..=5).find_map(|i| c.get(i));
+        if let (Some(all), Some(name)) = (c.get(0), name) {
+            let name = cut(name.as_str().trim(), MESSAGE_CHARS);
+            found.push((at + all.start(), format!("{FAILING_TEST}{name}")));
         }
-    }
+    });
     found.sort_by_key(|(at, _)| *at);
     for (_, id) in found {
         if ids.len() >= IDS_PER_RESULT {
@@ -381,3 +404,7 @@ pub(crate) fn floor(text: &str, max: usize) -> usize {
     }
     index
 }
+
+#[cfg(test)]
+#[path = "errors_tests.rs"]
+mod tests;
