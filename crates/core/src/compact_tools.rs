@@ -19,6 +19,7 @@ use crate::estimate::ClassCounts;
 use crate::markers::COMPACTED;
 use crate::report::{Step, Strategy};
 use crate::step::{Changes, Measure, Stamp, StepContext, chars_in};
+use crate::tool_names::CallActivity;
 use crate::trail::{StaleRead, Trail, stale_reads_and_activities};
 
 /// When ② runs and how far it goes.
@@ -161,6 +162,14 @@ fn result_counts(message: &Message, block: usize) -> Option<ClassCounts> {
     Some(ClassCounts::of_blocks(&result.content))
 }
 
+/// The stale read whose result is at `message` with `call_id`, from the reads sorted by
+/// both (the last of several, one per path of a read of several files).
+fn stale_read<'s>(stale: &'s [StaleRead], message: usize, call_id: &str) -> Option<&'s StaleRead> {
+    let after = stale.partition_point(|s| (s.message, s.call_id.as_str()) <= (message, call_id));
+    let last = stale.get(after.checked_sub(1)?)?;
+    (last.message == message && last.call_id == call_id).then_some(last)
+}
+
 /// A result ② may compact, and what it becomes.
 struct Candidate {
     message: usize,
@@ -172,8 +181,8 @@ struct Candidate {
 fn candidates(conversation: &Conversation, cx: &StepContext<'_>) -> Vec<Candidate> {
     // The call each result answers is the latest one with its id before it: agents such
     // as Kimi-K2's reuse ids (`functions.str_replace_editor:0`) in every turn.
-    // id → the call and its message's index.
-    let mut calls: HashMap<&str, (&ToolCall, usize)> = HashMap::new();
+    // id → the call and what it does.
+    let mut calls: HashMap<&str, (&ToolCall, Option<CallActivity>)> = HashMap::new();
     // The latest assistant turn: the model is acting on its results now.
     let latest: HashSet<&str> = conversation
         .messages
@@ -182,16 +191,17 @@ fn candidates(conversation: &Conversation, cx: &StepContext<'_>) -> Vec<Candidat
         .find(|m| m.role() == Role::Assistant)
         .map(|m| m.tool_calls().map(|c| c.id.as_str()).collect())
         .unwrap_or_default();
-    // (message of the result, call id) → what superseded the read.
-    let (stale_reads, activities) = stale_reads_and_activities(&conversation.messages);
-    let stale: HashMap<(usize, &str), &StaleRead> = (stale_reads.iter())
-        .map(|s| ((s.message, s.call_id.as_str()), s))
-        .collect();
+    // Sorted by (message of the result, call id): what superseded each read.
+    let (stale, activities) = stale_reads_and_activities(&conversation.messages);
+    // The activity of each call, in the order the loop below meets the calls.
+    let mut activities = activities.into_iter();
     let notes = cx.config.trail.enabled;
     let placeholder_chars = COMPACTED.chars().count();
     let (mut first, mut rest) = (Vec::new(), Vec::new());
     for (index, message) in conversation.messages.iter().enumerate() {
-        calls.extend(message.tool_calls().map(|c| (c.id.as_str(), (c, index))));
+        for call in message.tool_calls() {
+            calls.insert(call.id.as_str(), (call, activities.next()));
+        }
         if message.is_pinned() {
             continue;
         }
@@ -225,13 +235,13 @@ fn candidates(conversation: &Conversation, cx: &StepContext<'_>) -> Vec<Candidat
             if !compactable {
                 continue;
             }
-            let superseded = stale.get(&(index, result.call_id.as_str()));
+            let superseded = stale_read(&stale, index, &result.call_id);
             let second = match superseded {
                 _ if !notes => None,
                 Some(read) => Some(read.note()),
                 // The call's activity was read with the stale reads: not parsed again.
-                None => match located.and_then(|(c, at)| activities.get(&(at, c.id.as_str()))) {
-                    Some(&activity) => Trail::lines_for_errors_of(result, Some(activity), flagged),
+                None => match located.and_then(|(_, activity)| activity) {
+                    Some(activity) => Trail::lines_for_errors_of(result, Some(activity), flagged),
                     None => Trail::lines_for_errors(result, call, flagged),
                 },
             };
