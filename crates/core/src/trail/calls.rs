@@ -65,8 +65,9 @@ pub(crate) fn call_files(call: &ToolCall, current_file: Option<&str>) -> Arc<Cal
 /// (a full memo starts over). ② reads every call of the history on every request that
 /// reaches it, and ③ and ④ read the calls they remove again: parsing the arguments and
 /// scanning commands was a quarter of a compaction's time.
-static MEMO: LazyLock<Mutex<HashMap<(u128, usize, usize), Arc<CallFiles>>>> =
-    LazyLock::new(Mutex::default);
+static MEMO: LazyLock<Mutex<HashMap<MemoKey, Arc<CallFiles>>>> = LazyLock::new(Mutex::default);
+/// xxh3-128 of the arguments seeded by the name, the name's length, the arguments' length.
+type MemoKey = (u128, usize, usize);
 const MEMO_CAPACITY: usize = 1 << 14;
 
 fn memoized(call: &ToolCall) -> Arc<CallFiles> {

@@ -155,8 +155,12 @@ fn needles_regex() -> &'static Regex {
     )
 }
 
-/// The lines (byte ranges, without their `\n`) that hold a literal of each pattern, in
-/// order, each once.
+/// Lines no further apart than this (in bytes) are scanned as one run.
+const MERGE_GAP: usize = 512;
+
+/// The runs of whole lines (byte ranges, without their last `\n`) where each pattern can
+/// match, in order: every line holding one of its literals, and the lines between two of
+/// them that are close together.
 #[derive(Debug, Default, PartialEq, Eq)]
 struct Lines {
     /// `Error` or `Exception`: the exception and struct patterns.
@@ -169,10 +173,10 @@ struct Lines {
 
 /// One literal scan of `text` (SIMD-searched by the regex crate) finds the lines where
 /// each pattern can match: most tool output holds none of the literals, and ② reads every
-/// result it compacts. Running a pattern on those lines alone finds what it finds in the
-/// whole text: no match of the four spans a `\n` (`[^\n]`, `[^\s]`, `.` and `[ \t]` are
-/// all they repeat), and their assertions (`(?m)^`, `(?m)$`, `\b`) hold at a line's
-/// edges as they do beside its `\n`.
+/// result it compacts. Running a pattern on runs of whole lines that cover those lines
+/// finds what it finds in the whole text: no match of the four spans a `\n` (`[^\n]`,
+/// `[^\s]`, `.` and `[ \t]` are all they repeat), and their assertions (`(?m)^`,
+/// `(?m)$`, `\b`) hold at a run's edges as they do beside its `\n`.
 fn lines_with_literals(text: &str) -> Lines {
     let mut lines = Lines::default();
     let mut line = 0..0;
@@ -194,14 +198,18 @@ fn lines_with_literals(text: &str) -> Lines {
             b'e' => &mut lines.code,
             _ => &mut lines.test,
         };
-        if kind.last() != Some(&line) {
-            kind.push(line.clone());
+        match kind.last_mut() {
+            Some(last) if last.end >= line.end => {}
+            // Lines close together are one run: a pattern's call costs more than a few
+            // hundred bytes of its scan.
+            Some(last) if line.start - last.end <= MERGE_GAP => last.end = line.end,
+            _ => kind.push(line.clone()),
         }
     }
     lines
 }
 
-/// Every match of `re` on `lines` of `text`, with its offset in `text`.
+/// Every match of `re` on the runs `lines` of `text`, with its offset in `text`.
 fn captures_on<'t>(
     re: &Regex,
     text: &'t str,
@@ -343,7 +351,7 @@ impl Outcome {
 /// The last line of `text` that reports test counts, as the trail writes it.
 fn test_report(text: &str) -> Option<(String, u64)> {
     let re = tests_regex();
-    let line = text.lines().rev().find(|l| re.is_match(l))?;
+    let line = last_matching_line(text, re)?;
     let (mut passed, mut failed, mut exunit) = (None, None, None);
     for c in re.captures_iter(line) {
         let num = |i: usize| c.get(i).and_then(|m| m.as_str().parse::<u64>().ok());
@@ -370,6 +378,23 @@ fn test_report(text: &str) -> Option<(String, u64)> {
         (None, None) => return None,
     };
     Some((text, failed_count))
+}
+
+/// The last line of `text` (as [`str::lines`] splits it) where `re` matches, for a pattern
+/// whose matches stay within a line (the tests pattern: digits, words and spaces): the
+/// line of its last match in the whole text, found in one scan instead of one search per
+/// line from the end.
+fn last_matching_line<'t>(text: &'t str, re: &Regex) -> Option<&'t str> {
+    let found = re.find_iter(text).last()?;
+    let start = text[..found.start()].rfind('\n').map_or(0, |i| i + 1);
+    let end = (text[found.end()..].find('\n')).map_or(text.len(), |i| found.end() + i);
+    let line = &text[start..end];
+    // `lines` drops the `\r` of a `\r\n`, not a lone one at the very end.
+    if end < text.len() {
+        Some(line.strip_suffix('\r').unwrap_or(line))
+    } else {
+        Some(line)
+    }
 }
 
 /// The program of a command: the first two words of its first step that is not a `cd`

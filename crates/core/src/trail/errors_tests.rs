@@ -117,14 +117,79 @@ fn the_lines_scanned_give_what_the_whole_text_gives_on_every_fixture() {
 }
 
 #[test]
-fn each_line_holding_a_literal_is_listed_once_per_kind() {
-    let text = "ok\nValueError: a Error\nerror[E1] error x\n\nFAILED t ✕\nend Exception";
-    let lines = lines_with_literals(text);
+fn each_line_holding_a_literal_is_listed_once_per_kind_close_ones_as_one_run() {
+    let far = "x".repeat(MERGE_GAP + 1);
+    let text = format!(
+        "ok\nValueError: a Error\nerror[E1] error x\n{far}\nFAILED t ✕\nend Exception\nmid\nMore Error"
+    );
+    let lines = lines_with_literals(&text);
     let of = |ranges: &[Range<usize>]| -> Vec<&str> {
         ranges.iter().map(|r| &text[r.clone()]).collect()
     };
-    assert_eq!(of(&lines.class), ["ValueError: a Error", "end Exception"]);
+    assert_eq!(
+        of(&lines.class),
+        ["ValueError: a Error", "end Exception\nmid\nMore Error"]
+    );
     assert_eq!(of(&lines.code), ["error[E1] error x"]);
     assert_eq!(of(&lines.test), ["FAILED t ✕"]);
     assert_eq!(lines_with_literals("nothing here\n"), Lines::default());
+}
+
+#[test]
+fn runs_far_apart_give_what_the_whole_text_gives() {
+    let far = format!("\n{}\n", "filler line without literals\n".repeat(40));
+    for sep in [far.as_str(), "\n\n"] {
+        assert_same(&LINES.join(sep));
+    }
+}
+
+/// The search per line from the end that [`last_matching_line`] replaces.
+fn last_line_per_line(text: &str) -> Option<&str> {
+    text.lines().rev().find(|l| tests_regex().is_match(l))
+}
+
+#[test]
+fn the_last_report_line_is_the_one_a_search_per_line_finds() {
+    let reports = [
+        "14 doctests, 297 tests, 11 failures",
+        "1 test, 0 failures",
+        "=== 3 passed, 1 failed in 0.2s ===",
+        "test result: FAILED. 5 passed; 2 failed; 0 ignored",
+        "Tests: 1 Failed, 4 Passed",
+        "nothing to report",
+        "10passed",
+        "",
+    ];
+    for sep in ["\n", "\r\n", "\n\n", " ", "\r"] {
+        for a in reports {
+            for b in reports {
+                for text in [
+                    format!("{a}{sep}{b}"),
+                    format!("{a}{sep}{b}{sep}"),
+                    format!("{sep}{a}{sep}tail\r"),
+                    format!("{a}\r"),
+                ] {
+                    assert_eq!(
+                        last_matching_line(&text, tests_regex()),
+                        last_line_per_line(&text),
+                        "{text:?}"
+                    );
+                }
+            }
+        }
+    }
+    let mut results = 0;
+    for (_, conversation) in fixtures() {
+        for message in &conversation.messages {
+            for result in message.tool_results() {
+                let text = result.joined_text();
+                assert_eq!(
+                    last_matching_line(&text, tests_regex()),
+                    last_line_per_line(&text)
+                );
+                results += 1;
+            }
+        }
+    }
+    assert!(results > 500, "{results}");
 }
