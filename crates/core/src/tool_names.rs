@@ -131,6 +131,12 @@ const NAMESPACE_PREFIXES: &[&str] = &["functions.", "functions:", "default_api."
 /// give `readfile`. Namespaced tools keep their last part: MCP's `mcp__server__tool` and
 /// Goose's `extension__tool` (after the last `__`), `server/tool` (after the last `/`).
 pub fn normalize(name: &str) -> String {
+    // Most names are one ASCII word (`Read`, `Bash`): no namespace (those hold `.` or `:`),
+    // no separator, nothing to drop, so the lowercase name is the answer. ② asks for
+    // every result of the history.
+    if name.bytes().all(|b| b.is_ascii_alphanumeric()) {
+        return name.to_ascii_lowercase();
+    }
     let mut s = name.trim().to_lowercase();
     while let Some(rest) = NAMESPACE_PREFIXES
         .iter()
