@@ -181,8 +181,6 @@ struct Candidate {
 fn candidates(conversation: &Conversation, cx: &StepContext<'_>) -> Vec<Candidate> {
     // The call each result answers is the latest one with its id before it: agents such
     // as Kimi-K2's reuse ids (`functions.str_replace_editor:0`) in every turn.
-    // id → the call and what it does.
-    let mut calls: HashMap<&str, (&ToolCall, Option<CallActivity>)> = HashMap::new();
     // The latest assistant turn: the model is acting on its results now.
     let latest: HashSet<&str> = conversation
         .messages
@@ -193,8 +191,14 @@ fn candidates(conversation: &Conversation, cx: &StepContext<'_>) -> Vec<Candidat
         .unwrap_or_default();
     // Sorted by (message of the result, call id): what superseded each read.
     let (stale, activities) = stale_reads_and_activities(&conversation.messages);
+    // id → the call and what it does.
+    let mut calls: HashMap<&str, (&ToolCall, Option<CallActivity>)> =
+        HashMap::with_capacity(activities.len());
     // The activity of each call, in the order the loop below meets the calls.
     let mut activities = activities.into_iter();
+    // Tool name → whether its results are compactable, when the name alone says.
+    let mut by_name: HashMap<&str, Option<bool>> = HashMap::new();
+    let tools = &cx.config.tools;
     let notes = cx.config.trail.enabled;
     let placeholder_chars = COMPACTED.chars().count();
     let (mut first, mut rest) = (Vec::new(), Vec::new());
@@ -225,7 +229,9 @@ fn candidates(conversation: &Conversation, cx: &StepContext<'_>) -> Vec<Candidat
             let located = calls.get(result.call_id.as_str()).copied();
             let call = located.map(|(call, _)| call);
             let compactable = match call {
-                Some(call) => cx.config.tools.is_compactable(&call.name, &call.arguments),
+                Some(call) => (by_name.entry(call.name.as_str()))
+                    .or_insert_with(|| tools.compactable_by_name(&call.name))
+                    .unwrap_or_else(|| tools.is_compactable(&call.name, &call.arguments)),
                 None => result.tool_name.as_deref().is_some_and(|name| {
                     cx.config
                         .tools
