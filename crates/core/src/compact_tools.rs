@@ -14,11 +14,12 @@
 
 use std::collections::{HashMap, HashSet};
 
-use crate::conversation::{Block, Conversation, Role, Shape, ToolCall};
+use crate::conversation::{Block, Conversation, Message, Role, Shape, ToolCall};
 use crate::estimate::ClassCounts;
 use crate::markers::COMPACTED;
 use crate::report::{Step, Strategy};
 use crate::step::{Changes, Measure, Stamp, StepContext, chars_in};
+use crate::tool_names::CallActivity;
 use crate::trail::{StaleRead, Trail, stale_reads_and_activities};
 
 /// When ② runs and how far it goes.
@@ -70,13 +71,14 @@ pub(crate) fn compact_tool_results(
             break;
         }
         let (index, block) = (candidate.message, candidate.block);
+        let Some(counts) = result_counts(&conversation.messages[index], block) else {
+            continue;
+        };
         let Block::ToolResult(result) = &mut conversation.messages[index].blocks_mut()[block]
         else {
             continue;
         };
-        let freed = cx
-            .estimator
-            .tokens_of(&ClassCounts::of_blocks(&result.content));
+        let freed = cx.estimator.tokens_of(&counts);
         let placeholder = candidate.placeholder;
         let placeholder_tokens = cx.estimator.tokens_of(&ClassCounts::of_str(&placeholder));
         chars_added += chars_in(&placeholder);
@@ -131,20 +133,41 @@ fn reaches(
     target: u64,
 ) -> bool {
     let freed: u64 = (candidates.iter())
-        .filter_map(
-            |c| match &conversation.messages[c.message].blocks()[c.block] {
-                Block::ToolResult(result) => Some(
-                    cx.estimator
-                        .tokens_of(&ClassCounts::of_blocks(&result.content))
-                        .saturating_sub(
-                            cx.estimator.tokens_of(&ClassCounts::of_str(&c.placeholder)),
-                        ),
-                ),
-                _ => None,
-            },
-        )
+        .filter_map(|c| {
+            let counts = result_counts(&conversation.messages[c.message], c.block)?;
+            Some(
+                cx.estimator
+                    .tokens_of(&counts)
+                    .saturating_sub(cx.estimator.tokens_of(&ClassCounts::of_str(&c.placeholder))),
+            )
+        })
         .sum();
     total.saturating_sub(freed) <= target
+}
+
+/// The counts of the content of the tool result at `block` of `message` (`None`: not a
+/// result). A message's counts are its blocks' plus one message, cached: for a result
+/// that is its message's only block (most are), they are the content's counts without
+/// counting every character of it again.
+fn result_counts(message: &Message, block: usize) -> Option<ClassCounts> {
+    let Block::ToolResult(result) = message.blocks().get(block)? else {
+        return None;
+    };
+    if message.blocks().len() == 1 {
+        return Some(ClassCounts {
+            messages: 0,
+            ..message.counts()
+        });
+    }
+    Some(ClassCounts::of_blocks(&result.content))
+}
+
+/// The stale read whose result is at `message` with `call_id`, from the reads sorted by
+/// both (the last of several, one per path of a read of several files).
+fn stale_read<'s>(stale: &'s [StaleRead], message: usize, call_id: &str) -> Option<&'s StaleRead> {
+    let after = stale.partition_point(|s| (s.message, s.call_id.as_str()) <= (message, call_id));
+    let last = stale.get(after.checked_sub(1)?)?;
+    (last.message == message && last.call_id == call_id).then_some(last)
 }
 
 /// A result ② may compact, and what it becomes.
@@ -158,8 +181,6 @@ struct Candidate {
 fn candidates(conversation: &Conversation, cx: &StepContext<'_>) -> Vec<Candidate> {
     // The call each result answers is the latest one with its id before it: agents such
     // as Kimi-K2's reuse ids (`functions.str_replace_editor:0`) in every turn.
-    // id → the call and its message's index.
-    let mut calls: HashMap<&str, (&ToolCall, usize)> = HashMap::new();
     // The latest assistant turn: the model is acting on its results now.
     let latest: HashSet<&str> = conversation
         .messages
@@ -168,16 +189,23 @@ fn candidates(conversation: &Conversation, cx: &StepContext<'_>) -> Vec<Candidat
         .find(|m| m.role() == Role::Assistant)
         .map(|m| m.tool_calls().map(|c| c.id.as_str()).collect())
         .unwrap_or_default();
-    // (message of the result, call id) → what superseded the read.
+    // Sorted by (message of the result, call id): what superseded each read.
     let (stale, activities) = stale_reads_and_activities(&conversation.messages);
-    let stale: HashMap<(usize, String), StaleRead> = (stale.into_iter())
-        .map(|s| ((s.message, s.call_id.clone()), s))
-        .collect();
+    // id → the call and what it does.
+    let mut calls: HashMap<&str, (&ToolCall, Option<CallActivity>)> =
+        HashMap::with_capacity(activities.len());
+    // The activity of each call, in the order the loop below meets the calls.
+    let mut activities = activities.into_iter();
+    // Tool name → whether its results are compactable, when the name alone says.
+    let mut by_name: HashMap<&str, Option<bool>> = HashMap::new();
+    let tools = &cx.config.tools;
     let notes = cx.config.trail.enabled;
     let placeholder_chars = COMPACTED.chars().count();
     let (mut first, mut rest) = (Vec::new(), Vec::new());
     for (index, message) in conversation.messages.iter().enumerate() {
-        calls.extend(message.tool_calls().map(|c| (c.id.as_str(), (c, index))));
+        for call in message.tool_calls() {
+            calls.insert(call.id.as_str(), (call, activities.next()));
+        }
         if message.is_pinned() {
             continue;
         }
@@ -201,7 +229,9 @@ fn candidates(conversation: &Conversation, cx: &StepContext<'_>) -> Vec<Candidat
             let located = calls.get(result.call_id.as_str()).copied();
             let call = located.map(|(call, _)| call);
             let compactable = match call {
-                Some(call) => cx.config.tools.is_compactable(&call.name, &call.arguments),
+                Some(call) => (by_name.entry(call.name.as_str()))
+                    .or_insert_with(|| tools.compactable_by_name(&call.name))
+                    .unwrap_or_else(|| tools.is_compactable(&call.name, &call.arguments)),
                 None => result.tool_name.as_deref().is_some_and(|name| {
                     cx.config
                         .tools
@@ -211,13 +241,13 @@ fn candidates(conversation: &Conversation, cx: &StepContext<'_>) -> Vec<Candidat
             if !compactable {
                 continue;
             }
-            let superseded = stale.get(&(index, result.call_id.clone()));
+            let superseded = stale_read(&stale, index, &result.call_id);
             let second = match superseded {
                 _ if !notes => None,
                 Some(read) => Some(read.note()),
                 // The call's activity was read with the stale reads: not parsed again.
-                None => match located.and_then(|(c, at)| activities.get(&(at, c.id.clone()))) {
-                    Some(&activity) => Trail::lines_for_errors_of(result, Some(activity), flagged),
+                None => match located.and_then(|(_, activity)| activity) {
+                    Some(activity) => Trail::lines_for_errors_of(result, Some(activity), flagged),
                     None => Trail::lines_for_errors(result, call, flagged),
                 },
             };

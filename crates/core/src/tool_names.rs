@@ -131,6 +131,12 @@ const NAMESPACE_PREFIXES: &[&str] = &["functions.", "functions:", "default_api."
 /// give `readfile`. Namespaced tools keep their last part: MCP's `mcp__server__tool` and
 /// Goose's `extension__tool` (after the last `__`), `server/tool` (after the last `/`).
 pub fn normalize(name: &str) -> String {
+    // Most names are one ASCII word (`Read`, `Bash`): no namespace (those hold `.` or `:`),
+    // no separator, nothing to drop, so the lowercase name is the answer. ② asks for
+    // every result of the history.
+    if name.bytes().all(|b| b.is_ascii_alphanumeric()) {
+        return name.to_ascii_lowercase();
+    }
     let mut s = name.trim().to_lowercase();
     while let Some(rest) = NAMESPACE_PREFIXES
         .iter()
@@ -246,16 +252,27 @@ impl ToolPolicy {
     /// Whether ② may replace this tool's result with the placeholder.
     pub fn is_compactable(&self, name: &str, arguments: &Value) -> bool {
         let name = normalize(name);
-        if self.never.contains(&name) || !self.compactable.contains(&name) {
-            return false;
+        // A multi-command tool with an unknown or unreadable command: keep it.
+        self.compactable_by_normalized(&name)
+            .unwrap_or_else(|| self.kind_of_normalized(&name, arguments).is_compactable())
+    }
+
+    /// [`ToolPolicy::is_compactable`] when the name alone decides it (`None`: a
+    /// multi-command tool, whose command decides): ② asks once per tool name, not once
+    /// per result.
+    pub(crate) fn compactable_by_name(&self, name: &str) -> Option<bool> {
+        self.compactable_by_normalized(&normalize(name))
+    }
+
+    fn compactable_by_normalized(&self, name: &str) -> Option<bool> {
+        if self.never.contains(name) || !self.compactable.contains(name) {
+            return Some(false);
         }
-        match self.kind_of_normalized(&name, arguments) {
-            Write => false,
-            // A multi-command tool with an unknown or unreadable command: keep it.
-            kind if MULTI_COMMAND.contains(&name.as_str()) => kind.is_compactable(),
-            // Listed by config: compactable even if the built-in table does not know it.
-            _ => true,
+        if MULTI_COMMAND.contains(&name) {
+            return None;
         }
+        // Listed by config: compactable even if the built-in table does not know it.
+        Some(self.kind_of_normalized(name, &Value::Null) != Write)
     }
 }
 

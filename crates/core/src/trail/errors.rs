@@ -8,6 +8,7 @@
 //! looked at (shell output fully, file contents only for the tool's own failure) follows the
 //! offline summarizer, whose recognisers (`offline/scan.rs`) this module reuses.
 
+use std::ops::Range;
 use std::sync::OnceLock;
 
 use regex::Regex;
@@ -142,34 +143,115 @@ pub(crate) fn error_ids(text: &str, output: Output, flagged: bool) -> Vec<String
     ids
 }
 
+/// The literals the identifier patterns cannot match without: a class ends with `Error`
+/// or `Exception` (exceptions and structs), a code follows `error[` or `error `, a failing
+/// test line holds one of the rest. No literal can start inside another's occurrence (no
+/// suffix of one is a prefix of another), so one leftmost-first scan sees every one.
+fn needles_regex() -> &'static Regex {
+    static RE: OnceLock<Regex> = OnceLock::new();
+    regex(
+        &RE,
+        r"Error|Exception|error\[|error |FAILED|--- FAIL: |\) test |✕",
+    )
+}
+
+/// Lines no further apart than this (in bytes) are scanned as one run.
+const MERGE_GAP: usize = 512;
+
+/// The runs of whole lines (byte ranges, without their last `\n`) where each pattern can
+/// match, in order: every line holding one of its literals, and the lines between two of
+/// them that are close together.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Lines {
+    /// `Error` or `Exception`: the exception and struct patterns.
+    class: Vec<Range<usize>>,
+    /// `error[` or `error `: the code pattern.
+    code: Vec<Range<usize>>,
+    /// A failing test's literal: the test pattern.
+    test: Vec<Range<usize>>,
+}
+
+/// One literal scan of `text` (SIMD-searched by the regex crate) finds the lines where
+/// each pattern can match: most tool output holds none of the literals, and ② reads every
+/// result it compacts. Running a pattern on runs of whole lines that cover those lines
+/// finds what it finds in the whole text: no match of the four spans a `\n` (`[^\n]`,
+/// `[^\s]`, `.` and `[ \t]` are all they repeat), and their assertions (`(?m)^`,
+/// `(?m)$`, `\b`) hold at a run's edges as they do beside its `\n`.
+fn lines_with_literals(text: &str) -> Lines {
+    let mut lines = Lines::default();
+    let mut line = 0..0;
+    for m in needles_regex().find_iter(text) {
+        // A literal holds no `\n`: one starting before the current line's end is on it.
+        if m.start() >= line.end {
+            // `line.end` is the `\n` ending the last line (or 0): search back no further.
+            let from = line.end;
+            let start = text[from..m.start()]
+                .rfind('\n')
+                .map_or(from, |i| from + i + 1);
+            let end = text[m.end()..]
+                .find('\n')
+                .map_or(text.len(), |i| m.end() + i);
+            line = start..end;
+        }
+        let kind = match m.as_str().as_bytes()[0] {
+            b'E' => &mut lines.class,
+            b'e' => &mut lines.code,
+            _ => &mut lines.test,
+        };
+        match kind.last_mut() {
+            Some(last) if last.end >= line.end => {}
+            // Lines close together are one run: a pattern's call costs more than a few
+            // hundred bytes of its scan.
+            Some(last) if line.start - last.end <= MERGE_GAP => last.end = line.end,
+            _ => kind.push(line.clone()),
+        }
+    }
+    lines
+}
+
+/// Every match of `re` on the runs `lines` of `text`, with its offset in `text`.
+fn captures_on<'t>(
+    re: &Regex,
+    text: &'t str,
+    lines: &[Range<usize>],
+    mut each: impl FnMut(usize, regex::Captures<'t>),
+) {
+    for line in lines {
+        for c in re.captures_iter(&text[line.clone()]) {
+            each(line.start, c);
+        }
+    }
+}
+
 fn identifiers(text: &str, ids: &mut Vec<String>) {
+    let lines = lines_with_literals(text);
     // Collected with their position, so that the three kinds interleave in output order.
     let mut found: Vec<(usize, String)> = Vec::new();
-    for c in exception_regex().captures_iter(text) {
+    captures_on(exception_regex(), text, &lines.class, |at, c| {
         if let (Some(all), Some(class)) = (c.get(0), c.get(1)) {
             let message = c.get(2).map_or("", |m| m.as_str()).trim();
-            found.push((all.start(), with_message(class.as_str(), message)));
+            found.push((at + all.start(), with_message(class.as_str(), message)));
         }
-    }
-    for c in struct_regex().captures_iter(text) {
+    });
+    captures_on(struct_regex(), text, &lines.class, |at, c| {
         if let (Some(all), Some(class)) = (c.get(0), c.get(1)) {
             let fields = c.get(2).map_or("", |m| m.as_str()).trim();
-            found.push((all.start(), with_message(class.as_str(), fields)));
+            found.push((at + all.start(), with_message(class.as_str(), fields)));
         }
-    }
-    for c in code_regex().captures_iter(text) {
+    });
+    captures_on(code_regex(), text, &lines.code, |at, c| {
         if let (Some(all), Some(code)) = (c.get(0), c.get(1)) {
             let message = c.get(2).map_or("", |m| m.as_str()).trim();
-            found.push((all.start(), with_message(code.as_str(), message)));
+            found.push((at + all.start(), with_message(code.as_str(), message)));
         }
-    }
-    for c in test_regex().captures_iter(text) {
+    });
+    captures_on(test_regex(), text, &lines.test, |at, c| {
         let name = (1..=5).find_map(|i| c.get(i));
         if let (Some(all), Some(name)) = (c.get(0), name) {
             let name = cut(name.as_str().trim(), MESSAGE_CHARS);
-            found.push((all.start(), format!("{FAILING_TEST}{name}")));
+            found.push((at + all.start(), format!("{FAILING_TEST}{name}")));
         }
-    }
+    });
     found.sort_by_key(|(at, _)| *at);
     for (_, id) in found {
         if ids.len() >= IDS_PER_RESULT {
@@ -269,7 +351,7 @@ impl Outcome {
 /// The last line of `text` that reports test counts, as the trail writes it.
 fn test_report(text: &str) -> Option<(String, u64)> {
     let re = tests_regex();
-    let line = text.lines().rev().find(|l| re.is_match(l))?;
+    let line = last_matching_line(text, re)?;
     let (mut passed, mut failed, mut exunit) = (None, None, None);
     for c in re.captures_iter(line) {
         let num = |i: usize| c.get(i).and_then(|m| m.as_str().parse::<u64>().ok());
@@ -296,6 +378,23 @@ fn test_report(text: &str) -> Option<(String, u64)> {
         (None, None) => return None,
     };
     Some((text, failed_count))
+}
+
+/// The last line of `text` (as [`str::lines`] splits it) where `re` matches, for a pattern
+/// whose matches stay within a line (the tests pattern: digits, words and spaces): the
+/// line of its last match in the whole text, found in one scan instead of one search per
+/// line from the end.
+fn last_matching_line<'t>(text: &'t str, re: &Regex) -> Option<&'t str> {
+    let found = re.find_iter(text).last()?;
+    let start = text[..found.start()].rfind('\n').map_or(0, |i| i + 1);
+    let end = (text[found.end()..].find('\n')).map_or(text.len(), |i| found.end() + i);
+    let line = &text[start..end];
+    // `lines` drops the `\r` of a `\r\n`, not a lone one at the very end.
+    if end < text.len() {
+        Some(line.strip_suffix('\r').unwrap_or(line))
+    } else {
+        Some(line)
+    }
 }
 
 /// The program of a command: the first two words of its first step that is not a `cd`
@@ -330,3 +429,7 @@ pub(crate) fn floor(text: &str, max: usize) -> usize {
     }
     index
 }
+
+#[cfg(test)]
+#[path = "errors_tests.rs"]
+mod tests;

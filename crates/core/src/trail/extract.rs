@@ -6,6 +6,7 @@
 //! messages are read only for the runs that can show an error fixed. Hash maps serve
 //! lookups only; every list keeps history order.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use serde_json::{Map, Value};
@@ -182,7 +183,7 @@ impl<'c> Extractor<'c> {
     }
 
     fn result(&mut self, result: &ToolResult, message: &Message, removed: bool) {
-        let text = result.joined_text();
+        let text = text_of(result);
         let trimmed = text.trim_start();
         if trimmed.starts_with(markers::COMPACTED) {
             // ② kept the result's error identifiers on its placeholder's second line.
@@ -329,6 +330,18 @@ pub(crate) fn shows_fixed(run: &Run, program: &str, key: &str) -> bool {
         && (run.succeeded || run.test_report && !run.keys.is_empty())
 }
 
+/// A result's text as [`ToolResult::joined_text`] gives it, borrowed when one block holds
+/// it all (most results): the trail reads every result ② compacts and ③ removes, and a
+/// copy of each would be as long as the history.
+fn text_of(result: &ToolResult) -> Cow<'_, str> {
+    let mut texts = result.content.iter().filter_map(Block::as_text);
+    match (texts.next(), texts.next()) {
+        (None, _) => Cow::Borrowed(""),
+        (Some(only), None) => Cow::Borrowed(only),
+        _ => Cow::Owned(result.joined_text()),
+    }
+}
+
 fn is_flagged(fields: &Map<String, Value>) -> bool {
     fields.get("is_error").and_then(Value::as_bool) == Some(true)
 }
@@ -371,7 +384,7 @@ impl Trail {
             _ => Output::Other,
         };
         let flagged = flagged || is_flagged(&result.fields);
-        let ids = errors::error_ids(&result.joined_text(), output, flagged);
+        let ids = errors::error_ids(&text_of(result), output, flagged);
         (!ids.is_empty()).then(|| placeholder_errors(&ids))
     }
 }

@@ -18,7 +18,7 @@ mod keeps;
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fixtures/transcripts");
 
-fn fixtures() -> Vec<(String, Conversation)> {
+pub(super) fn fixtures() -> Vec<(String, Conversation)> {
     let mut names: Vec<String> = std::fs::read_dir(FIXTURES)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())

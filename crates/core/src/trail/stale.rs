@@ -64,9 +64,10 @@ pub(crate) fn stale_reads(messages: &[Message]) -> Vec<StaleRead> {
     stale_reads_and_activities(messages).0
 }
 
-/// What each call does, by the index of its message and its id: read on the way by
-/// [`stale_reads_and_activities`], so that ② need not parse every call's arguments again.
-pub(crate) type Activities = HashMap<(usize, String), CallActivity>;
+/// What each call does, in the order of the calls (messages in order, each message's tool
+/// calls in order): read on the way by [`stale_reads_and_activities`], so that ② need not
+/// parse every call's arguments again, nor look each one up.
+pub(crate) type Activities = Vec<CallActivity>;
 
 /// [`stale_reads`], and the activity of every call.
 pub(crate) fn stale_reads_and_activities(messages: &[Message]) -> (Vec<StaleRead>, Activities) {
@@ -81,7 +82,7 @@ pub(crate) fn stale_reads_and_activities(messages: &[Message]) -> (Vec<StaleRead
             match block {
                 Block::ToolCall(call) => {
                     let files = call_files(call, current_file.as_deref());
-                    activities.insert((index, call.id.clone()), files.activity);
+                    activities.push(files.activity);
                     let file_read = files.activity == CallActivity::File(FileOp::Read);
                     for (op, path) in &files.files {
                         let full_read = file_read && *op == FileOp::Read;

@@ -8,7 +8,8 @@
 //! `DIR/curve-*.svg` and `DIR/inputs/*.json`. `--quick` runs fewer repetitions.
 //!
 //! `--families` runs section 11 alone instead (accuracy per model family, what bounds the
-//! prior, the cost of exact counts) and writes `DIR/families.{md,json}`.
+//! prior, the cost of exact counts) and writes `DIR/families.{md,json}`. `--prep` runs
+//! section 1 alone and only prints it (to compare two trees side by side).
 // A benchmark binary: its modules have no outside users, and a benchmark may stop on a
 // fixture it cannot read.
 #![allow(unreachable_pub, clippy::unwrap_used, clippy::expect_used)]
@@ -42,12 +43,14 @@ fn run() -> Result<(), String> {
     let mut out_dir = PathBuf::from("bench/out");
     let mut quick = false;
     let mut families_only = false;
+    let mut prep_only = false;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--out" => out_dir = args.next().map(PathBuf::from).ok_or("--out DIR")?,
             "--quick" => quick = true,
             "--families" => families_only = true,
+            "--prep" => prep_only = true,
             other => return Err(format!("unexpected argument {other}")),
         }
     }
@@ -57,6 +60,12 @@ fn run() -> Result<(), String> {
     let fixtures = inputs::load_fixtures(&inputs::fixtures_dir())?;
     if families_only {
         return run_families(&fixtures, &out_dir, quick);
+    }
+    if prep_only {
+        // Section 1 alone (to compare two trees): printed, nothing written.
+        let prep = prep_cost::run(&fixtures, if quick { 0.3 } else { 1.0 })?;
+        println!("{}", prep_cost::markdown(&prep));
+        return Ok(());
     }
     let written = write_inputs(&fixtures, &out_dir.join("inputs"))?;
     eprintln!("inputs written ({:.1}s)", started.elapsed().as_secs_f64());

@@ -1,0 +1,195 @@
+//! The literal scan that picks the lines the identifier patterns run on: they find there
+//! exactly what they find on the whole text, in the same order.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure is a test failure
+
+use super::*;
+use crate::conversation::Block;
+use crate::trail::fixture_tests::fixtures;
+
+/// The patterns run on the whole text, as before the scan: the reference.
+fn identifiers_on_whole_text(text: &str, ids: &mut Vec<String>) {
+    let mut found: Vec<(usize, String)> = Vec::new();
+    for c in exception_regex().captures_iter(text) {
+        if let (Some(all), Some(class)) = (c.get(0), c.get(1)) {
+            let message = c.get(2).map_or("", |m| m.as_str()).trim();
+            found.push((all.start(), with_message(class.as_str(), message)));
+        }
+    }
+    for c in struct_regex().captures_iter(text) {
+        if let (Some(all), Some(class)) = (c.get(0), c.get(1)) {
+            let fields = c.get(2).map_or("", |m| m.as_str()).trim();
+            found.push((all.start(), with_message(class.as_str(), fields)));
+        }
+    }
+    for c in code_regex().captures_iter(text) {
+        if let (Some(all), Some(code)) = (c.get(0), c.get(1)) {
+            let message = c.get(2).map_or("", |m| m.as_str()).trim();
+            found.push((all.start(), with_message(code.as_str(), message)));
+        }
+    }
+    for c in test_regex().captures_iter(text) {
+        let name = (1..=5).find_map(|i| c.get(i));
+        if let (Some(all), Some(name)) = (c.get(0), name) {
+            let name = cut(name.as_str().trim(), MESSAGE_CHARS);
+            found.push((all.start(), format!("{FAILING_TEST}{name}")));
+        }
+    }
+    found.sort_by_key(|(at, _)| *at);
+    for (_, id) in found {
+        if ids.len() >= IDS_PER_RESULT {
+            break;
+        }
+        if !ids.contains(&id) {
+            ids.push(id);
+        }
+    }
+}
+
+fn assert_same(text: &str) {
+    let (mut scanned, mut whole) = (Vec::new(), Vec::new());
+    identifiers(text, &mut scanned);
+    identifiers_on_whole_text(text, &mut whole);
+    assert_eq!(scanned, whole, "{text:?}");
+}
+
+const LINES: &[&str] = &[
+    "Traceback (most recent call last):",
+    "ValueError: invalid literal for int() with base 10: 'x'",
+    "E   AssertionError: assert 1 == 2",
+    "** (RuntimeError) something broke",
+    "Caused by: java.io.IOException: disk full",
+    "Exception in thread \"main\" java.lang.IllegalStateException: boom",
+    "Uncaught TypeError: x is not a function",
+    "    raise ValueError(\"not an error line\")",
+    "  %Jason.DecodeError{position: 0, token: nil}",
+    "error[E0308]: mismatched types",
+    "src/a.ts(3,1): error TS2345: Argument of type",
+    "an error occurred, error  twice, error[ not a code",
+    "FAILED tests/test_a.py::test_one - assert 0",
+    "test tests::it_works ... FAILED",
+    "--- FAIL: TestThing (0.00s)",
+    "  1) test adds numbers (MathTest)",
+    "  ✕ renders the page (12 ms)",
+    "✕",
+    "MyError",
+    "SomeException   ",
+    "Error: plain",
+    "\u{e9}t\u{e9} ValueError: after non-ASCII",
+    "",
+    "   ",
+];
+
+#[test]
+fn the_lines_scanned_give_what_the_whole_text_gives() {
+    for line in LINES {
+        assert_same(line);
+    }
+    for sep in ["\n", "\r\n", "\n\n", " ", ""] {
+        let joined = LINES.join(sep);
+        assert_same(&joined);
+        assert_same(&format!("{sep}{joined}{sep}"));
+        // Every pair, in both orders: two kinds on one line, or on lines next to each other.
+        for a in LINES {
+            for b in LINES {
+                assert_same(&format!("{a}{sep}{b}"));
+            }
+        }
+    }
+}
+
+#[test]
+fn the_lines_scanned_give_what_the_whole_text_gives_on_every_fixture() {
+    let mut results = 0;
+    for (_, conversation) in fixtures() {
+        for message in &conversation.messages {
+            for block in message.blocks() {
+                let text = match block {
+                    Block::ToolResult(result) => result.joined_text(),
+                    Block::Text(t) => t.text.clone(),
+                    _ => continue,
+                };
+                assert_same(&text);
+                results += 1;
+            }
+        }
+    }
+    assert!(results > 500, "{results}");
+}
+
+#[test]
+fn each_line_holding_a_literal_is_listed_once_per_kind_close_ones_as_one_run() {
+    let far = "x".repeat(MERGE_GAP + 1);
+    let text = format!(
+        "ok\nValueError: a Error\nerror[E1] error x\n{far}\nFAILED t ✕\nend Exception\nmid\nMore Error"
+    );
+    let lines = lines_with_literals(&text);
+    let of = |ranges: &[Range<usize>]| -> Vec<&str> {
+        ranges.iter().map(|r| &text[r.clone()]).collect()
+    };
+    assert_eq!(
+        of(&lines.class),
+        ["ValueError: a Error", "end Exception\nmid\nMore Error"]
+    );
+    assert_eq!(of(&lines.code), ["error[E1] error x"]);
+    assert_eq!(of(&lines.test), ["FAILED t ✕"]);
+    assert_eq!(lines_with_literals("nothing here\n"), Lines::default());
+}
+
+#[test]
+fn runs_far_apart_give_what_the_whole_text_gives() {
+    let far = format!("\n{}\n", "filler line without literals\n".repeat(40));
+    for sep in [far.as_str(), "\n\n"] {
+        assert_same(&LINES.join(sep));
+    }
+}
+
+/// The search per line from the end that [`last_matching_line`] replaces.
+fn last_line_per_line(text: &str) -> Option<&str> {
+    text.lines().rev().find(|l| tests_regex().is_match(l))
+}
+
+#[test]
+fn the_last_report_line_is_the_one_a_search_per_line_finds() {
+    let reports = [
+        "14 doctests, 297 tests, 11 failures",
+        "1 test, 0 failures",
+        "=== 3 passed, 1 failed in 0.2s ===",
+        "test result: FAILED. 5 passed; 2 failed; 0 ignored",
+        "Tests: 1 Failed, 4 Passed",
+        "nothing to report",
+        "10passed",
+        "",
+    ];
+    for sep in ["\n", "\r\n", "\n\n", " ", "\r"] {
+        for a in reports {
+            for b in reports {
+                for text in [
+                    format!("{a}{sep}{b}"),
+                    format!("{a}{sep}{b}{sep}"),
+                    format!("{sep}{a}{sep}tail\r"),
+                    format!("{a}\r"),
+                ] {
+                    assert_eq!(
+                        last_matching_line(&text, tests_regex()),
+                        last_line_per_line(&text),
+                        "{text:?}"
+                    );
+                }
+            }
+        }
+    }
+    let mut results = 0;
+    for (_, conversation) in fixtures() {
+        for message in &conversation.messages {
+            for result in message.tool_results() {
+                let text = result.joined_text();
+                assert_eq!(
+                    last_matching_line(&text, tests_regex()),
+                    last_line_per_line(&text)
+                );
+                results += 1;
+            }
+        }
+    }
+    assert!(results > 500, "{results}");
+}
