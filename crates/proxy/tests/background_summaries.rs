@@ -212,6 +212,17 @@ fn past_the_pre_threshold(responses: bool) -> usize {
     k
 }
 
+/// Sends `body` to the proxy's chat route; the answer must be a success.
+async fn post_chat(client: &reqwest::Client, proxy: &str, body: &Value) {
+    let response = client
+        .post(format!("{proxy}/v1/chat/completions"))
+        .json(body)
+        .send()
+        .await
+        .unwrap();
+    assert!(response.status().is_success());
+}
+
 async fn wait_for_jobs(state: &AppState) {
     if let Some(jobs) = state.background() {
         for _ in 0..500 {
@@ -300,14 +311,7 @@ async fn a_conversation_that_grew_while_its_job_ran_is_prepared_again() {
     let k = past_the_pre_threshold(false);
     // Two turns past the pre-threshold, the second while the first one's job runs.
     for turns in [k, k + 1] {
-        let body = session_of(turns, 12, None, false);
-        let response = client
-            .post(format!("{proxy}/v1/chat/completions"))
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
-        assert!(response.status().is_success());
+        post_chat(&client, &proxy, &session_of(turns, 12, None, false)).await;
     }
     wait_for_jobs(&state).await;
     let stats = state.background().unwrap().stats();
@@ -317,12 +321,7 @@ async fn a_conversation_that_grew_while_its_job_ran_is_prepared_again() {
         "{stats:?}"
     );
     // The key is free again: the next turn starts a job of its own.
-    let body = session_of(k + 2, 12, None, false);
-    let response = client
-        .post(format!("{proxy}/v1/chat/completions"))
-        .json(&body)
-        .send();
-    assert!(response.await.unwrap().status().is_success());
+    post_chat(&client, &proxy, &session_of(k + 2, 12, None, false)).await;
     wait_for_jobs(&state).await;
     assert_eq!(state.background().unwrap().stats().started, 3);
 }
@@ -348,14 +347,7 @@ async fn the_fast_path_takes_requests_past_the_pre_threshold_and_their_jobs_stil
     let k = (1..200).find(|&k| estimate(k) > budget.share(0.5)).unwrap();
     assert!(estimate(k + 1) <= budget.share(0.75), "② would run");
     for turns in [k, k + 1] {
-        let body = session_of(turns, 12, None, false);
-        let response = client
-            .post(format!("{proxy}/v1/chat/completions"))
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
-        assert!(response.status().is_success());
+        post_chat(&client, &proxy, &session_of(turns, 12, None, false)).await;
         wait_for_jobs(&state).await;
     }
     // The first request of a conversation takes the slow path; the next one, the fast.

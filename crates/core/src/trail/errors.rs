@@ -224,7 +224,12 @@ fn captures_on<'t>(
 }
 
 fn identifiers(text: &str, ids: &mut Vec<String>) {
-    let lines = lines_with_literals(text);
+    identifiers_on(text, &lines_with_literals(text), ids);
+}
+
+/// The identifiers the patterns find on `lines` of `text` (each kind on its own lines; the
+/// whole text as one line is what the literal scan must match, see the tests).
+fn identifiers_on(text: &str, lines: &Lines, ids: &mut Vec<String>) {
     // Collected with their position, so that the three kinds interleave in output order.
     let mut found: Vec<(usize, String)> = Vec::new();
     captures_on(exception_regex(), text, &lines.class, |at, c| {

@@ -8,41 +8,13 @@ use crate::trail::fixture_tests::fixtures;
 
 /// The patterns run on the whole text, as before the scan: the reference.
 fn identifiers_on_whole_text(text: &str, ids: &mut Vec<String>) {
-    let mut found: Vec<(usize, String)> = Vec::new();
-    for c in exception_regex().captures_iter(text) {
-        if let (Some(all), Some(class)) = (c.get(0), c.get(1)) {
-            let message = c.get(2).map_or("", |m| m.as_str()).trim();
-            found.push((all.start(), with_message(class.as_str(), message)));
-        }
-    }
-    for c in struct_regex().captures_iter(text) {
-        if let (Some(all), Some(class)) = (c.get(0), c.get(1)) {
-            let fields = c.get(2).map_or("", |m| m.as_str()).trim();
-            found.push((all.start(), with_message(class.as_str(), fields)));
-        }
-    }
-    for c in code_regex().captures_iter(text) {
-        if let (Some(all), Some(code)) = (c.get(0), c.get(1)) {
-            let message = c.get(2).map_or("", |m| m.as_str()).trim();
-            found.push((all.start(), with_message(code.as_str(), message)));
-        }
-    }
-    for c in test_regex().captures_iter(text) {
-        let name = (1..=5).find_map(|i| c.get(i));
-        if let (Some(all), Some(name)) = (c.get(0), name) {
-            let name = cut(name.as_str().trim(), MESSAGE_CHARS);
-            found.push((all.start(), format!("{FAILING_TEST}{name}")));
-        }
-    }
-    found.sort_by_key(|(at, _)| *at);
-    for (_, id) in found {
-        if ids.len() >= IDS_PER_RESULT {
-            break;
-        }
-        if !ids.contains(&id) {
-            ids.push(id);
-        }
-    }
+    let whole = vec![0..text.len()];
+    let lines = Lines {
+        class: whole.clone(),
+        code: whole.clone(),
+        test: whole,
+    };
+    identifiers_on(text, &lines, ids);
 }
 
 fn assert_same(text: &str) {
