@@ -8,11 +8,11 @@ use crate::trail::fixture_tests::fixtures;
 
 /// The patterns run on the whole text, as before the scan: the reference.
 fn identifiers_on_whole_text(text: &str, ids: &mut Vec<String>) {
-    let whole = vec![0..text.len()];
+    let whole = || std::iter::once(0..text.len()).collect::<Vec<_>>();
     let lines = Lines {
-        class: whole.clone(),
-        code: whole.clone(),
-        test: whole,
+        class: whole(),
+        code: whole(),
+        test: whole(),
     };
     identifiers_on(text, &lines, ids);
 }
