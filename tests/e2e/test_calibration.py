@@ -7,6 +7,8 @@ n_ctx 4096 and requests under 90% of it: the cascade leaves them untouched, so t
 `cascade inspect` sees is the body the proxy calibrated on.
 """
 
+import re
+
 from helpers import (
     MODEL,
     load_messages,
@@ -57,3 +59,20 @@ def test_calibrated_estimate_within_ten_percent(llama_4096, start_proxy, tmp_pat
         f"after {len(PREFIXES) - 1} observed turns the calibrated estimate is off by "
         f"{errors[-1]:+.1%} (per turn: {errors})"
     )
+
+
+def test_first_request_counted_by_the_llama_cpp_tokenizer(llama_4096, start_proxy, figures):
+    """A model llama-server serves (found by window discovery) has its first request counted by
+    the server itself (/apply-template, then /tokenize) before the cascade decides: that count is
+    the prompt_tokens the server then bills, and the later requests need no count."""
+    proxy = start_proxy(llama_4096.url)
+    messages = load_messages(FIXTURE)
+    counts = []
+    for k in PREFIXES[2:]:
+        status, _, answer = post_json(f"{proxy.url}/v1/chat/completions", openai_body(messages[:k]))
+        assert status == 200, answer
+        counts.append(answer["usage"]["prompt_tokens"])
+    logged = re.findall(r"first request counted by llama\.cpp.*?tokens=(\d+)", proxy.log_text())
+    assert [int(n) for n in logged] == counts[:1], proxy.log_text()
+    assert metric(metrics(proxy.url), "cascade_llama_cpp_counts_total") == 1
+    figures["llama_cpp_first_count"] = {"counted": int(logged[0]), "billed": counts[0]}

@@ -67,6 +67,9 @@ pub struct Windows {
     catalog: Catalog,
     discovered: Mutex<HashMap<String, Option<u64>>>,
     learned: Mutex<BTreeMap<String, Learned>>,
+    /// Models a llama.cpp server reported the window of, with whether their first request
+    /// was counted by its tokenizer yet (see `crate::tokenize`).
+    llama_cpp: Mutex<HashMap<String, bool>>,
 }
 
 /// A limit an overflow error stated.
@@ -109,6 +112,7 @@ impl Windows {
             catalog: config.catalog.clone(),
             discovered: Mutex::new(HashMap::new()),
             learned: Mutex::new(BTreeMap::new()),
+            llama_cpp: Mutex::new(HashMap::new()),
         }
     }
 
@@ -188,10 +192,21 @@ impl Windows {
             let found = match cached {
                 Some(found) => found,
                 None => {
-                    let found = probe(client, upstream, headers, model).await;
-                    if let Some(window) = found {
-                        tracing::info!(model, window, "context window reported by the upstream");
+                    let probed = probe(client, upstream, headers, model).await;
+                    if let Some((window, server)) = probed {
+                        tracing::info!(
+                            model,
+                            window,
+                            ?server,
+                            "context window reported by the upstream"
+                        );
+                        if server == Server::LlamaCpp {
+                            let mut llama =
+                                self.llama_cpp.lock().unwrap_or_else(|p| p.into_inner());
+                            llama.entry(model.to_owned()).or_insert(false);
+                        }
                     }
+                    let found = probed.map(|(window, _)| window);
                     self.discovered
                         .lock()
                         .unwrap_or_else(|p| p.into_inner())
@@ -212,6 +227,19 @@ impl Windows {
         (lookup.context_window, source)
     }
 
+    /// Whether `model`'s request should be counted by the llama.cpp server that reported
+    /// its window: true once per model (its first request), false for every other model.
+    pub fn count_first_with_llama_cpp(&self, model: &str) -> bool {
+        let mut llama = self.llama_cpp.lock().unwrap_or_else(|p| p.into_inner());
+        match llama.get_mut(model) {
+            Some(counted) if !*counted => {
+                *counted = true;
+                true
+            }
+            _ => false,
+        }
+    }
+
     fn cached(&self, model: &str) -> Option<Option<u64>> {
         self.discovered
             .lock()
@@ -221,13 +249,21 @@ impl Windows {
     }
 }
 
+/// Which kind of server reported a window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Server {
+    LlamaCpp,
+    Vllm,
+    Ollama,
+}
+
 /// Tries llama.cpp, vLLM and Ollama in turn.
 async fn probe(
     client: &reqwest::Client,
     base: &str,
     headers: &HeaderMap,
     model: &str,
-) -> Option<u64> {
+) -> Option<(u64, Server)> {
     let get = |path: &str| {
         client
             .get(format!("{base}{path}"))
@@ -238,12 +274,12 @@ async fn probe(
     if let Some(props) = json_of(get("/props").await).await
         && let Some(n) = llama_cpp_window(&props)
     {
-        return Some(n);
+        return Some((n, Server::LlamaCpp));
     }
     if let Some(models) = json_of(get("/v1/models").await).await
         && let Some(n) = vllm_window(&models, model)
     {
-        return Some(n);
+        return Some((n, Server::Vllm));
     }
     let show = client
         .post(format!("{base}/api/show"))
@@ -252,7 +288,8 @@ async fn probe(
         .json(&json!({ "model": model }))
         .send()
         .await;
-    json_of(show).await.and_then(|v| ollama_window(&v))
+    let window = json_of(show).await.and_then(|v| ollama_window(&v));
+    window.map(|n| (n, Server::Ollama))
 }
 
 async fn json_of(response: reqwest::Result<reqwest::Response>) -> Option<Value> {

@@ -50,6 +50,7 @@ pub mod store;
 pub mod stream;
 pub mod summary_cache;
 pub mod tenancy;
+mod tokenize;
 pub mod upstream;
 
 pub use cascade_llm::{EndpointSpec, Provider, SummarizerSpec};

@@ -26,6 +26,7 @@ struct Counters {
     summary_hits: u64,
     summary_misses: u64,
     summary_stand_ins: u64,
+    llama_cpp_counts: u64,
     facts_stored: u64,
     facts_injected: u64,
     prefix_reused: u64,
@@ -128,6 +129,11 @@ impl Metrics {
         });
     }
 
+    /// A model's first request was counted by its llama.cpp server.
+    pub fn llama_cpp_count(&self) {
+        self.with(|c| c.llama_cpp_counts += 1);
+    }
+
     /// A summary of a shorter range stood in for one the cache did not have.
     pub fn summary_stand_in(&self) {
         self.with(|c| c.summary_stand_ins += 1);
@@ -208,7 +214,7 @@ impl Metrics {
                 "cascade_strategies_applied_total{{strategy=\"{strategy}\"}} {n}"
             );
         }
-        let plain: [(&str, &str, u64); 14] = [
+        let plain: [(&str, &str, u64); 15] = [
             (
                 "cascade_tokens_saved_total",
                 "Estimated prompt tokens removed by the cascade.",
@@ -248,6 +254,11 @@ impl Metrics {
                 "cascade_summary_cache_misses_total",
                 "Summaries that had to be computed.",
                 c.summary_misses,
+            ),
+            (
+                "cascade_llama_cpp_counts_total",
+                "First requests of a model counted by its llama.cpp server's tokenizer.",
+                c.llama_cpp_counts,
             ),
             (
                 "cascade_summary_stand_ins_total",

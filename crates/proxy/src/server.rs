@@ -355,6 +355,9 @@ pub(crate) async fn cascade(state: &Arc<AppState>, format: Format, request: Requ
     state.metrics.window_source(source.as_str());
     state.labels.admit(&model, source);
     let budget = (state.windows).budget(&model, window, source, conversation.output_reserve());
+    if format == Format::OpenAi && state.windows.count_first_with_llama_cpp(&model) {
+        count_with_llama_cpp(state, &headers, &bytes, &model, &conversation).await;
+    }
     let path = parts
         .uri
         .path_and_query()
@@ -513,4 +516,31 @@ async fn remember(
     let injection = memory::inject(body, format, &missing);
     state.metrics.facts(stored, missing.len());
     injection
+}
+
+/// Folds the llama.cpp server's own count of this request (its model's first) into the
+/// calibration, so that the cascade decides on it (see `crate::tokenize`).
+async fn count_with_llama_cpp(
+    state: &AppState,
+    headers: &reqwest::header::HeaderMap,
+    bytes: &bytes::Bytes,
+    model: &str,
+    conversation: &Conversation,
+) {
+    let counted = crate::tokenize::prompt_tokens(&state.client, &state.upstream, headers, bytes);
+    match counted.await {
+        Some(tokens) => {
+            let prior = state.manager.prior(conversation);
+            let estimate = state.manager.estimate(conversation);
+            state.manager.observe_sent(model, prior, estimate, tokens);
+            state.metrics.llama_cpp_count();
+            tracing::info!(
+                model,
+                tokens,
+                estimate,
+                "first request counted by llama.cpp"
+            );
+        }
+        None => tracing::debug!(model, "llama.cpp did not count the first request"),
+    }
 }
