@@ -262,7 +262,7 @@ impl Metrics {
             ),
             (
                 "cascade_summary_stand_ins_total",
-                "Summaries of a shorter range used for one not cached (prepared_summary_gap).",
+                "Summaries of a shorter range used for one not cached (prepared_summary_gap), by requests and background jobs.",
                 c.summary_stand_ins,
             ),
             (

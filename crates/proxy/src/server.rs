@@ -355,7 +355,10 @@ pub(crate) async fn cascade(state: &Arc<AppState>, format: Format, request: Requ
     state.metrics.window_source(source.as_str());
     state.labels.admit(&model, source);
     let budget = (state.windows).budget(&model, window, source, conversation.output_reserve());
-    if format == Format::OpenAi && state.windows.count_first_with_llama_cpp(&model) {
+    // The server counts the client's bytes: only when they are what the cascade starts
+    // from (no fact put back, no known prefix stitched in).
+    let as_sent = stitched.is_none() && injection.is_none();
+    if format == Format::OpenAi && as_sent && state.windows.count_first_with_llama_cpp(&model) {
         count_with_llama_cpp(state, &headers, &bytes, &model, &conversation).await;
     }
     let path = parts
@@ -527,6 +530,10 @@ async fn count_with_llama_cpp(
     model: &str,
     conversation: &Conversation,
 ) {
+    // A calibration restored from the store (a restart) needs no count.
+    if state.manager.calibration().get(model).is_some() {
+        return;
+    }
     let counted = crate::tokenize::prompt_tokens(&state.client, &state.upstream, headers, bytes);
     match counted.await {
         Some(tokens) => {

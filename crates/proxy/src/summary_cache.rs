@@ -10,7 +10,10 @@
 //! answered by the summary of its first messages (a range prepared in the background a
 //! turn earlier, or summarized before), when the messages left out are at most that share
 //! of the range: the turn does not wait, and the compaction's trail names what they did
-//! (see `SummaryRequest::stand_in_lengths`).
+//! (see `SummaryRequest::stand_in_lengths`). Background jobs summarize through this cache
+//! too, so they reuse summaries the same way: that keeps their summarizer calls near the
+//! default's, and means that with a share g a compaction's summary covers at least 1 − g
+//! of its range even when the range was forecast.
 
 use std::sync::Arc;
 
@@ -25,8 +28,12 @@ use crate::metrics::Metrics;
 use crate::store::StateStore;
 
 /// At most this many shorter ranges are looked up for a stand-in (a turn adds a few
-/// messages; parallel calls, a dozen).
+/// messages; parallel calls, a dozen)...
 const STAND_IN_LOOKUPS: usize = 16;
+
+/// ...and at most this many tokens of messages written and hashed for their keys in all
+/// (a 1M-token range gets 4 lookups).
+const STAND_IN_LOOKUP_TOKENS: u64 = 4_000_000;
 
 /// Caches another summarizer's answers in the state store (SQLite, or Redis shared by
 /// replicas: a summary one replica paid for is one the others reuse).
@@ -101,12 +108,22 @@ impl CachingSummarizer {
     }
 
     /// A cached summary of `request`'s longest first messages allowed to stand in for it,
-    /// of the `STAND_IN_LOOKUPS` longest (each lookup writes and hashes the messages: a
-    /// range of a few MB would otherwise cost more than the summary it saves waiting for).
+    /// of the few longest (each lookup writes and hashes the messages: on a range of
+    /// several MB, many would cost more than the summary they save waiting for).
     async fn stand_in(&self, request: &SummaryRequest) -> Option<String> {
         let all = request.messages().len();
         let lengths = request.stand_in_lengths(self.gap_share);
-        for length in lengths.into_iter().take(STAND_IN_LOOKUPS) {
+        if lengths.is_empty() {
+            return None;
+        }
+        let estimator = Estimator::default();
+        let range: u64 = request
+            .messages()
+            .iter()
+            .map(|m| estimator.message_tokens(m))
+            .sum();
+        let lookups = (STAND_IN_LOOKUP_TOKENS / range.max(1)).clamp(1, STAND_IN_LOOKUPS as u64);
+        for length in lengths.into_iter().take(lookups as usize) {
             let key = self.key_of(&request.messages()[..length], request)?;
             match self.store.summary(&key).await {
                 Ok(Some((summary, made_for))) if self.fits(&summary, made_for, request) => {

@@ -17,8 +17,9 @@ use bytes::Bytes;
 use reqwest::header::HeaderMap;
 use serde_json::{Value, json};
 
-/// How long each of the two calls may take; a slow server is estimated by the prior.
-const TIMEOUT: Duration = Duration::from_secs(5);
+/// How long each of the two calls may take (the request waits for them): a slow server
+/// is estimated by the prior.
+const TIMEOUT: Duration = Duration::from_secs(2);
 
 /// The tokens llama.cpp at `base` counts for the chat request `body` (OpenAI Chat: its
 /// `messages` and `tools`), rendered as the server would render it; `None` when the server

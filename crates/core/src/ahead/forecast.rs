@@ -109,8 +109,10 @@ impl<'a> Forecasts<'a> {
     /// has no result.
     fn flood(&self, total: u64) -> Option<Conversation> {
         self.source.as_ref()?;
-        let copies = total.div_ceil(self.cap.max(1)).max(2);
-        let each = self.text_of(total / copies);
+        // Every copy brings one result per call of the latest exchange.
+        let per_copy = results_in(&self.conversation.messages[self.template.clone()]).max(1) as u64;
+        let copies = total.div_ceil(self.cap.max(1) * per_copy).max(2);
+        let each = self.text_of(total / (copies * per_copy));
         let mut next = self.extend(Some(&each), true);
         let first = self.conversation.messages.len();
         let single = next.messages[first..].to_vec();
@@ -132,8 +134,12 @@ impl<'a> Forecasts<'a> {
                     let calls: Vec<Block> = calls.collect();
                     next.messages[into].blocks_mut().extend(calls);
                 } else if message.role() != Role::Tool && into < copy_end {
-                    // Results as blocks of one message (Anthropic): the same message.
-                    let results: Vec<Block> = message.blocks().to_vec();
+                    // Results as blocks of one message (Anthropic): the same message, with
+                    // the results only (not its other text again).
+                    let results = (message.blocks().iter())
+                        .filter(|b| matches!(b, Block::ToolResult(_)))
+                        .cloned();
+                    let results: Vec<Block> = results.collect();
                     next.messages[into].blocks_mut().extend(results);
                 } else {
                     next.messages.push(message);
@@ -388,6 +394,32 @@ mod tests {
             let tokens = estimator.text_tokens(&text);
             assert!(tokens.abs_diff(433) <= 43, "{tokens} tokens");
         }
+    }
+
+    #[test]
+    fn a_flood_of_parallel_calls_brings_the_total_asked() {
+        // The latest exchange already makes two calls: each copy brings two results.
+        let body = serde_json::json!({"model": "m", "messages": [
+            {"role": "user", "content": "go"},
+            {"role": "assistant", "content": null, "tool_calls": [
+                {"id": "a1", "type": "function", "function": {"name": "bash", "arguments": "{}"}},
+                {"id": "a2", "type": "function", "function": {"name": "bash", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "a1", "content": "out"},
+            {"role": "tool", "tool_call_id": "a2", "content": "out"},
+        ]});
+        let conversation = crate::format::parse(body.to_string().as_bytes(), None).unwrap();
+        let (config, estimator) = (CascadeConfig::default(), Estimator::default());
+        let budget = Budget::new(1_000, 0);
+        let forecasts = Forecasts::new(&conversation, &estimator, budget, &config).unwrap();
+        let next = forecasts.flood(1_300).unwrap();
+        let results: Vec<u64> = (next.messages[4..].iter())
+            .flat_map(|m| m.tool_results())
+            .map(|r| estimator.text_tokens(&r.joined_text()))
+            .collect();
+        assert_eq!(results.len(), 4, "two copies of two calls");
+        let total: u64 = results.iter().sum();
+        assert!(total.abs_diff(1_300) <= 130, "{total} tokens in all");
+        assert!(results.iter().all(|&t| t <= forecasts.cap()));
     }
 
     #[test]

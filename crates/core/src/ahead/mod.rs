@@ -429,8 +429,14 @@ impl PreparedSummaries {
     /// `CascadeConfig::prepared_summary_gap`; see [`SummaryRequest::stand_in_lengths`]).
     /// The compaction then differs from the synchronous run's: the messages past the
     /// prepared range are named by the trail alone.
+    /// A share outside `[0, 1)` (or NaN) is taken as the nearest one allowed: 0, or just
+    /// under 1 (a summary of at least the range's first message).
     pub fn with_gap_share(mut self, gap_share: f64) -> Self {
-        self.gap_share = gap_share;
+        self.gap_share = if gap_share.is_nan() {
+            0.0
+        } else {
+            gap_share.clamp(0.0, 0.99)
+        };
         self
     }
 
@@ -460,12 +466,13 @@ impl PreparedSummaries {
     /// The answer prepared for `request`, else the one prepared for its longest first
     /// messages allowed to stand in; with whether it stands in.
     fn find(&self, request: &SummaryRequest) -> Option<(String, bool)> {
+        // Counted before the lock: it reads the whole range.
+        let lengths = request.stand_in_lengths(self.gap_share);
         let prepared = lock(&self.prepared);
         let exact = (prepared.iter()).find(|(made_for, answer)| serves(made_for, answer, request));
         if let Some((_, answer)) = exact {
             return Some((answer.clone(), false));
         }
-        let lengths = request.stand_in_lengths(self.gap_share);
         // Only a summary whose length is allowed is compared: each comparison may read
         // the whole range.
         (prepared.iter())
