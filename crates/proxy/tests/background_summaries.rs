@@ -7,6 +7,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure is a test failure
 
+mod common;
 #[path = "common/summaries.rs"]
 mod summaries;
 
@@ -16,7 +17,7 @@ use std::time::Duration;
 
 use axum::response::IntoResponse;
 use cascade_proxy::config::IN_MEMORY_DB;
-use cascade_proxy::{AppState, Provider, ProxyConfig, REPORT_HEADER, SummarizerSpec, serve_state};
+use cascade_proxy::{AppState, Provider, ProxyConfig, REPORT_HEADER, SummarizerSpec};
 use cascade_test_support::upstream::{Answer, Upstream, start_async};
 use context_cascade::{Budget, CascadeConfig, ContextManager, format};
 use serde_json::{Value, json};
@@ -68,14 +69,7 @@ async fn proxy_with(
     config.background_summaries = background;
     config.summarizer =
         SummarizerSpec::parse(upstream, Some(Provider::OpenAi), Some(SUMMARY_MODEL.into()));
-    let state = AppState::new(config).unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    let served = state.clone();
-    tokio::spawn(async move {
-        let _ = serve_state(served, listener, std::future::pending()).await;
-    });
-    (base, state)
+    common::start_proxy(config).await
 }
 
 /// A task whose first message takes most of the window (so ③ cannot reach its target and

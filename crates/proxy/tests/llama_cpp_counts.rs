@@ -6,10 +6,12 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure is a test failure
 
+mod common;
+
 use std::sync::Arc;
 
 use cascade_proxy::config::IN_MEMORY_DB;
-use cascade_proxy::{AppState, ProxyConfig, REPORT_HEADER, serve_state};
+use cascade_proxy::{AppState, ProxyConfig, REPORT_HEADER};
 use cascade_test_support::upstream::{Upstream, json, not_found, openai_completion, start};
 use context_cascade::{Budget, CascadeConfig, ContextManager, format};
 use serde_json::{Value, json};
@@ -64,14 +66,7 @@ async fn llama_cpp(counts: Option<u64>) -> Upstream {
 async fn proxy(upstream: &str) -> (String, Arc<AppState>) {
     let mut config = ProxyConfig::new(upstream);
     config.db_path = IN_MEMORY_DB.into();
-    let state = AppState::new(config).unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    let served = state.clone();
-    tokio::spawn(async move {
-        let _ = serve_state(served, listener, std::future::pending()).await;
-    });
-    (base, state)
+    common::start_proxy(config).await
 }
 
 /// Sends `body` twice; returns the report header of each answer.
