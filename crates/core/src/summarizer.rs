@@ -87,6 +87,15 @@ impl SummaryRequest {
         matches!(self, SummaryRequest::Merge { .. })
     }
 
+    /// Whether a `summary` made under the limit `made_for` fits this request: made under
+    /// its limit or a stricter one (what the summarizer would write for it), or, with
+    /// `or_by_length`, no longer than its limit anyway (as the prior counts). Summary caches
+    /// and prepared summaries apply it; ④ checks the summary it gets like any other.
+    pub fn fits(&self, summary: &str, made_for: u64, or_by_length: bool) -> bool {
+        made_for <= self.max_tokens()
+            || (or_by_length && Estimator::default().text_tokens(summary) <= self.max_tokens())
+    }
+
     /// How many of this request's first messages a summary made for them alone may stand
     /// for the whole request, longest first: every length whose messages left out are at
     /// most `gap_share` of the request's tokens (as the prior counts them). Such a summary

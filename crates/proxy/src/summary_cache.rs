@@ -102,9 +102,7 @@ impl CachingSummarizer {
     /// prepared ahead are used in the library (the forecast that prepared it may have left
     /// more room than the turn that came: ④ checks the summary like any other).
     fn fits(&self, summary: &str, made_for: u64, request: &SummaryRequest) -> bool {
-        made_for <= request.max_tokens()
-            || (self.gap_share > 0.0
-                && Estimator::default().text_tokens(summary) <= request.max_tokens())
+        request.fits(summary, made_for, self.gap_share > 0.0)
     }
 
     /// A cached summary of `request`'s longest first messages allowed to stand in for it,

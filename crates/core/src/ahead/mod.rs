@@ -29,7 +29,6 @@ use crate::BoxFuture;
 use crate::config::Budget;
 use crate::conversation::{Conversation, Message};
 use crate::engine::{ContextManager, model_of};
-use crate::estimate::Estimator;
 use crate::report::Report;
 use crate::summarize::join_all;
 use crate::summarizer::{Summarizer, SummaryError, SummaryRequest};
@@ -97,9 +96,7 @@ fn serves_first(
         && prepared.previous_summary() == asked.previous_summary()
         && prepared.partials() == asked.partials()
         && prepared.is_merge() == asked.is_merge();
-    same_input
-        && (prepared.max_tokens() <= asked.max_tokens()
-            || Estimator::default().text_tokens(answer) <= asked.max_tokens())
+    same_input && asked.fits(answer, prepared.max_tokens(), true)
 }
 
 /// Records every request a summarizer answers (the forecast compaction's calls).
