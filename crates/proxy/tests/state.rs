@@ -125,12 +125,7 @@ async fn window_is_discovered_from_llama_cpp_props() {
 #[tokio::test]
 async fn calibration_survives_a_restart() {
     let db = common::TempDb::new("test");
-    let path = db.path.clone();
-    let h = start(Script::new(1_000_000), move |c| {
-        c.window = Some(128_000);
-        c.db_path = path;
-    })
-    .await;
+    let h = common::start_on_disk(Script::new(1_000_000), &db, 128_000).await;
     let body = json!({"model": "gpt-4o", "messages": history(3, 400, LAST)});
     assert_eq!(post(&h, "/v1/chat/completions", &body).await.status(), 200);
     let before = h.state.manager().calibration().get("gpt-4o").unwrap();
@@ -146,14 +141,9 @@ async fn calibration_survives_a_restart() {
 #[tokio::test]
 async fn sticky_prefix_survives_a_restart() {
     let db = common::TempDb::new("sticky");
-    let path = db.path.clone();
     let mut script = Script::new(1_000_000);
     script.report_usage = false;
-    let h = start(script, move |c| {
-        c.window = Some(8000);
-        c.db_path = path;
-    })
-    .await;
+    let h = common::start_on_disk(script, &db, 8000).await;
     let mut messages = history(12, 1500, LAST);
     let first = json!({"model": "gpt-4o", "messages": messages.clone()});
     let response = post(&h, "/v1/chat/completions", &first).await;
@@ -200,14 +190,9 @@ async fn sticky_prefix_survives_a_restart() {
 #[tokio::test]
 async fn summary_cache_survives_a_restart() {
     let db = common::TempDb::new("summaries");
-    let path = db.path.clone();
     let mut script = Script::new(1_000_000);
     script.report_usage = false;
-    let h = start(script, move |c| {
-        c.window = Some(4000);
-        c.db_path = path;
-    })
-    .await;
+    let h = common::start_on_disk(script, &db, 4000).await;
     let body = json!({"model": "gpt-4o", "messages": history(10, 3000, LAST)});
     let first = post(&h, "/v1/chat/completions", &body).await;
     assert!(

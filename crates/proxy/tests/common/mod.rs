@@ -183,6 +183,17 @@ impl Drop for TempDb {
     }
 }
 
+/// Starts the scripted upstream and a proxy with its database in `db` and the window
+/// `window`, so that a restart on the same file can be tested.
+pub async fn start_on_disk(script: Script, db: &TempDb, window: u64) -> Harness {
+    let path = db.path.clone();
+    start(script, move |c| {
+        c.window = Some(window);
+        c.db_path = path;
+    })
+    .await
+}
+
 /// The config of a proxy restarted on `db` in front of `h`'s upstream, with the window
 /// `window` and no discovery, as `start` configures the first one.
 pub fn restart_config(h: &Harness, db: &TempDb, window: u64) -> ProxyConfig {
