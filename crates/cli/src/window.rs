@@ -38,8 +38,8 @@ fn clearly_untouched(
         .map(|r| estimator.tokens_of(&ClassCounts::of_blocks(&r.content)))
         .max()
         .unwrap_or(0);
-    up(manager.estimate(conversation)) <= budget.share(config.headroom_ratio) as f64
-        && up(largest) <= budget.share(config.single_tool_result_share) as f64
+    up(manager.estimate(conversation)) <= budget.share(config.layer1.headroom_ratio) as f64
+        && up(largest) <= budget.share(config.layer1.single_tool_result_share) as f64
 }
 
 /// The window in force and where it came from.

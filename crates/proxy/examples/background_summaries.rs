@@ -114,12 +114,10 @@ async fn sweep(transcript: &Conversation, budget: Budget, bounds: &[usize], rati
     );
     println!("|---|---|---|---|---|---|---|---|");
     for &forecasts in bounds {
-        let config = CascadeConfig {
-            background_forecasts: forecasts,
-            background_summary_ratio: ratio,
-            prepared_summary_gap: gap,
-            ..CascadeConfig::default()
-        };
+        let mut config = CascadeConfig::default();
+        config.background.forecasts = forecasts;
+        config.background.summary_ratio = ratio;
+        config.experimental.prepared_summary_gap = gap;
         let inner = Arc::new(Scripted::default());
         let prepared = Arc::new(PreparedSummaries::new(inner.clone()).with_gap_share(gap));
         // Counted as the proxy counts (exactly for an OpenAI model id).
@@ -223,13 +221,13 @@ async fn run(
     config.background_summaries = setup.background;
     config.fast_path = !std::env::args().any(|a| a == "--no-fast-path");
     if let Some(forecasts) = setup.forecasts {
-        config.cascade.background_forecasts = forecasts;
+        config.cascade.background.forecasts = forecasts;
     }
     if let Some(ratio) = setup.ratio {
-        config.cascade.background_summary_ratio = ratio;
+        config.cascade.background.summary_ratio = ratio;
     }
     if let Some(gap) = setup.gap {
-        config.cascade.prepared_summary_gap = gap;
+        config.cascade.experimental.prepared_summary_gap = gap;
     }
     config.summarizer = SummarizerSpec::parse(
         setup.upstream,
@@ -326,7 +324,7 @@ async fn main() {
             forecasts
         };
         let budget = Budget::new(window, transcript.output_reserve());
-        let ratio = ratio.unwrap_or(CascadeConfig::default().background_summary_ratio);
+        let ratio = ratio.unwrap_or(CascadeConfig::default().background.summary_ratio);
         sweep(&transcript, budget, &bounds, ratio, gap.unwrap_or(0.0)).await;
         return;
     }

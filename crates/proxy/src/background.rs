@@ -196,7 +196,7 @@ pub(crate) fn after_answer(
     let Some(background) = state.background() else {
         return;
     };
-    let ratio = state.manager().config().background_summary_ratio;
+    let ratio = state.manager().config().background.summary_ratio;
     if report.tokens_after <= budget.share(ratio) {
         return;
     }

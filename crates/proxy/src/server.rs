@@ -95,7 +95,7 @@ impl AppState {
         let inner = summarizer(&config.summarizer)?;
         let cached: Arc<dyn Summarizer> = Arc::new(
             CachingSummarizer::new(inner, store.clone(), metrics.clone())
-                .with_gap_share(config.cascade.prepared_summary_gap),
+                .with_gap_share(config.cascade.experimental.prepared_summary_gap),
         );
         let background = background::for_config(&config, &cached);
         let upstream = config.upstream_base().to_owned();

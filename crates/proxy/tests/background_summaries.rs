@@ -326,10 +326,8 @@ async fn a_conversation_that_grew_while_its_job_ran_is_prepared_again() {
 async fn the_fast_path_takes_requests_past_the_pre_threshold_and_their_jobs_still_start() {
     let summaries = Arc::new(AtomicUsize::new(0));
     let upstream = upstream(summaries.clone(), Duration::from_millis(10)).await;
-    let cascade = CascadeConfig {
-        background_summary_ratio: 0.5,
-        ..CascadeConfig::default()
-    };
+    let mut cascade = CascadeConfig::default();
+    cascade.background.summary_ratio = 0.5;
     let (proxy, state) = proxy_with(&upstream, true, cascade).await;
     let client = reqwest::Client::new();
     let manager = ContextManager::new(CascadeConfig::default());
@@ -354,8 +352,8 @@ async fn the_fast_path_takes_requests_past_the_pre_threshold_and_their_jobs_stil
 #[test]
 fn the_forecast_bound_is_read_and_checked() {
     let config = ProxyConfig::from_toml_str("background_forecasts = 2").unwrap();
-    assert_eq!(config.cascade.background_forecasts, 2);
+    assert_eq!(config.cascade.background.forecasts, 2);
     assert!(ProxyConfig::from_toml_str("background_forecasts = 0").is_err());
     let default = ProxyConfig::from_toml_str("").unwrap();
-    assert_eq!(default.cascade.background_forecasts, 4);
+    assert_eq!(default.cascade.background.forecasts, 4);
 }

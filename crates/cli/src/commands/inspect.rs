@@ -217,7 +217,7 @@ fn render(
 
 /// Explains the multiplier applied to the prior.
 fn multiplier_note(estimator: &Estimator) -> String {
-    let margin = CascadeConfig::default().uncalibrated_margin;
+    let margin = CascadeConfig::default().calibration.uncalibrated_margin;
     let starting = estimator.multiplier / margin;
     let base = if (starting - 1.0).abs() > 1e-9 {
         format!("starting scale ×{starting:.2} for this model family, ")

@@ -207,7 +207,7 @@ impl ContextManager {
         summarizer: Arc<dyn Summarizer>,
     ) -> Result<Option<PreparedSummary>, SummaryError> {
         let config = self.config();
-        if self.estimate(conversation) <= budget.share(config.background_summary_ratio) {
+        if self.estimate(conversation) <= budget.share(config.background.summary_ratio) {
             return Ok(None);
         }
         let estimator = self.estimator(model_of(conversation));
@@ -323,7 +323,7 @@ impl ContextManager {
         for s in sized {
             note(&mut found, s.found.key, s.found.room, s.found.next);
         }
-        found.truncate(self.config().background_forecasts.max(1));
+        found.truncate(self.config().background.forecasts.max(1));
         found.into_iter().map(|f| f.next).collect()
     }
 }
@@ -423,7 +423,7 @@ impl PreparedSummaries {
 
     /// Lets a summary prepared for a shorter range stand in when none was prepared for the
     /// range asked and the messages past it are at most `gap_share` of it (pass
-    /// `CascadeConfig::prepared_summary_gap`; see [`SummaryRequest::stand_in_lengths`]).
+    /// `ExperimentalConfig::prepared_summary_gap`; see [`SummaryRequest::stand_in_lengths`]).
     /// The compaction then differs from the synchronous run's: the messages past the
     /// prepared range are named by the trail alone.
     /// A share outside `[0, 1)` (or NaN) is taken as the nearest one allowed: 0, or just
