@@ -1,4 +1,4 @@
-//! Several forecasts (`ContextManager::summarize_ahead` with `background_forecasts`): the
+//! Several forecasts (`ContextManager::summarize_ahead` with `background.forecasts`): the
 //! request that needs ④ is often the one that brings a large new tool output, whose size
 //! a forecast made a turn earlier cannot know. The forecasts at the sizes that matter (up
 //! to ①'s cap) cover it: that request makes no summarizer call and comes out byte for

@@ -12,7 +12,7 @@
 //! turns still waited for a summary, and what the background cost (summarizer calls and
 //! their input, over the whole session, beside the calls of the run without).
 //!
-//! `--forecasts N` sets `background_forecasts`, `--ratio X` `background_summary_ratio`,
+//! `--forecasts N` sets `background.forecasts`, `--ratio X` `background.summary_ratio`,
 //! `--gap X` `prepared_summary_gap` (stand-ins; the proxy's summary cache serves them),
 //! `--no-fast-path` sets `fast_path = false`.
 //! `--sweep` measures the
@@ -36,7 +36,7 @@ use std::time::{Duration, Instant};
 
 use cascade_proxy::background::BackgroundStats;
 use cascade_proxy::config::IN_MEMORY_DB;
-use cascade_proxy::{AppState, Provider, ProxyConfig, REPORT_HEADER, SummarizerSpec, serve_state};
+use cascade_proxy::{AppState, Provider, ProxyConfig, REPORT_HEADER, serve_state};
 use cascade_test_support::upstream::{Answer, start_async};
 use context_cascade::summarizer::{Summarizer, SummaryError, SummaryRequest};
 use context_cascade::{
@@ -215,11 +215,11 @@ async fn run(
     points: &[usize],
 ) -> (Vec<Turn>, Option<BackgroundStats>) {
     let mut config = ProxyConfig::new(setup.upstream);
-    config.db_path = IN_MEMORY_DB.into();
-    config.discover = false;
-    config.window = Some(setup.window);
-    config.background_summaries = setup.background;
-    config.fast_path = !std::env::args().any(|a| a == "--no-fast-path");
+    config.state.path = IN_MEMORY_DB.into();
+    config.window.discover = false;
+    config.window.force = Some(setup.window);
+    config.summarizer.background = setup.background;
+    config.requests.fast_path = !std::env::args().any(|a| a == "--no-fast-path");
     if let Some(forecasts) = setup.forecasts {
         config.cascade.background.forecasts = forecasts;
     }
@@ -229,11 +229,9 @@ async fn run(
     if let Some(gap) = setup.gap {
         config.cascade.experimental.prepared_summary_gap = gap;
     }
-    config.summarizer = SummarizerSpec::parse(
-        setup.upstream,
-        Some(Provider::OpenAi),
-        Some(SUMMARY_MODEL.into()),
-    );
+    config.summarizer.endpoint = setup.upstream.to_owned();
+    config.summarizer.protocol = Some(Provider::OpenAi);
+    config.summarizer.model = Some(SUMMARY_MODEL.into());
     let state = AppState::new(config).unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let proxy = format!(

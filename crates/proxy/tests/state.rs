@@ -13,7 +13,7 @@ async fn summaries_are_cached_when_the_same_history_is_resent() {
     // decisions and the summarizer is asked for the same summary.
     let mut script = Script::new(1_000_000);
     script.report_usage = false;
-    let h = start(script, |c| c.window = Some(4000)).await;
+    let h = start(script, |c| c.window.force = Some(4000)).await;
     let body = json!({"model": "gpt-4o", "messages": history(10, 3000, LAST)});
     let send = |session: &'static str| {
         let h = &h;
@@ -59,7 +59,7 @@ async fn summaries_are_cached_when_the_same_history_is_resent() {
 
 #[tokio::test]
 async fn remembered_fact_comes_back_after_the_client_drops_it() {
-    let h = start(Script::new(1_000_000), |c| c.window = Some(128_000)).await;
+    let h = start(Script::new(1_000_000), |c| c.window.force = Some(128_000)).await;
     let fact = "Please remember that the staging deploy key is K-42.";
     let mut messages = history(2, 100, fact);
     let first = json!({"model": "gpt-4o", "messages": messages.clone()});
@@ -109,7 +109,7 @@ async fn remembered_fact_comes_back_after_the_client_drops_it() {
 async fn window_is_discovered_from_llama_cpp_props() {
     let mut script = Script::new(1_000_000);
     script.n_ctx = Some(4096);
-    let h = start(script, |c| c.discover = true).await;
+    let h = start(script, |c| c.window.discover = true).await;
     // 10 × 2 × 1500 chars is far above 4096 tokens: the discovered window forces compaction.
     let body = json!({"model": "local-gguf", "messages": history(10, 1500, LAST)});
     let response = post(&h, "/v1/chat/completions", &body).await;
@@ -129,15 +129,15 @@ async fn calibration_survives_a_restart() {
     let _ = std::fs::remove_file(cascade_proxy::tenancy::secret_path(&path));
     let db = path.clone();
     let h = start(Script::new(1_000_000), move |c| {
-        c.window = Some(128_000);
-        c.db_path = db;
+        c.window.force = Some(128_000);
+        c.state.path = db;
     })
     .await;
     let body = json!({"model": "gpt-4o", "messages": history(3, 400, LAST)});
     assert_eq!(post(&h, "/v1/chat/completions", &body).await.status(), 200);
     let before = h.state.manager().calibration().get("gpt-4o").unwrap();
     let mut config = cascade_proxy::ProxyConfig::new(h.upstream.clone());
-    config.db_path = path.clone();
+    config.state.path = path.clone();
     let restarted = cascade_proxy::AppState::new(config).unwrap();
     assert_eq!(
         restarted.manager().calibration().get("gpt-4o"),
@@ -156,8 +156,8 @@ async fn sticky_prefix_survives_a_restart() {
     let mut script = Script::new(1_000_000);
     script.report_usage = false;
     let h = start(script, move |c| {
-        c.window = Some(8000);
-        c.db_path = db;
+        c.window.force = Some(8000);
+        c.state.path = db;
     })
     .await;
     let mut messages = history(12, 1500, LAST);
@@ -169,9 +169,9 @@ async fn sticky_prefix_survives_a_restart() {
     );
     // Let the background write of the sticky prefix land before the restart.
     let mut config = cascade_proxy::ProxyConfig::new(h.upstream.clone());
-    config.db_path = path.clone();
-    config.window = Some(8000);
-    config.discover = false;
+    config.state.path = path.clone();
+    config.window.force = Some(8000);
+    config.window.discover = false;
     let store = cascade_proxy::store::SqliteStore::open(&path, Default::default()).unwrap();
     for _ in 0..500 {
         if store.session_count().unwrap() > 0 {
@@ -222,8 +222,8 @@ async fn summary_cache_survives_a_restart() {
     let mut script = Script::new(1_000_000);
     script.report_usage = false;
     let h = start(script, move |c| {
-        c.window = Some(4000);
-        c.db_path = db;
+        c.window.force = Some(4000);
+        c.state.path = db;
     })
     .await;
     let body = json!({"model": "gpt-4o", "messages": history(10, 3000, LAST)});
@@ -237,9 +237,9 @@ async fn summary_cache_survives_a_restart() {
     assert!(h.state.metrics().summary_misses >= 1);
 
     let mut config = cascade_proxy::ProxyConfig::new(h.upstream.clone());
-    config.db_path = path.clone();
-    config.window = Some(4000);
-    config.discover = false;
+    config.state.path = path.clone();
+    config.window.force = Some(4000);
+    config.window.discover = false;
     let (proxy, state) = common::start_proxy(config).await;
     // Another conversation name, so that the sticky prefix does not answer instead.
     let second = h

@@ -92,21 +92,21 @@ fn configure(args: &ProxyArgs) -> Result<ProxyConfig, CliError> {
         config.listen = listen;
     }
     if args.window.is_some() {
-        config.window = args.window;
+        config.window.force = args.window;
     }
     if let Some(db) = &args.db {
-        config.db_path = db.clone();
+        config.state.path = db.clone();
     }
     if args.no_background_summaries {
-        config.background_summaries = false;
+        config.summarizer.background = false;
     }
     if let Some(state) = &args.state {
-        config.state = Some(state.clone());
+        config.state.url = Some(state.clone());
     }
     if let Some(token) = &args.admin_token {
         let token = cascade_proxy::status::AdminToken::new(token.clone())
             .map_err(|e| CliError::Usage(format!("proxy: --admin-token: {e}")))?;
-        config.admin_token = Some(token);
+        config.status.admin_token = Some(token);
     }
     if let Some(summarizer) = args.summarizer.spec() {
         config.summarizer = summarizer;

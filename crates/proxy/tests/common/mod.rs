@@ -34,8 +34,8 @@ pub async fn start(script: Script, configure: impl FnOnce(&mut ProxyConfig)) -> 
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let upstream = scripted::serve(script.clone(), listener).base;
     let mut config = ProxyConfig::new(upstream.clone());
-    config.db_path = IN_MEMORY_DB.into();
-    config.discover = false;
+    config.state.path = IN_MEMORY_DB.into();
+    config.window.discover = false;
     configure(&mut config);
     let (proxy, state) = start_proxy(config).await;
     Harness {

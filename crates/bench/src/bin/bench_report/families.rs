@@ -43,7 +43,7 @@ pub struct FamilyRow {
     pub yardstick: String,
     /// SPEC's EMA rule (the default).
     pub ema: RuleStats,
-    /// The size-weighted rule (`calibration_prior_tokens = 32000`).
+    /// The size-weighted rule (`calibration.prior_tokens = 32000`).
     pub weighted: RuleStats,
 }
 
