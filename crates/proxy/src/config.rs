@@ -264,16 +264,22 @@ impl ProxyConfig {
 
     /// Reads a TOML config file; errors name the file (and the line where TOML gives one).
     pub fn load(path: &Path) -> Result<Self, ProxyError> {
+        Self::read(path).map(|(config, _)| config)
+    }
+
+    /// [`ProxyConfig::load`], with the file's text (to tell which keys it set).
+    pub fn read(path: &Path) -> Result<(Self, String), ProxyError> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| ProxyError::Config(format!("{}: {e}", path.display())))?;
-        Self::from_toml_str(&text).map_err(|e| match e {
+        let config = Self::from_toml_str(&text).map_err(|e| match e {
             // `FILE:LINE:COLUMN: ...` where TOML gave a place, else `FILE: ...`.
             ProxyError::Config(m) if m.starts_with(|c: char| c.is_ascii_digit()) => {
                 ProxyError::Config(format!("{}:{m}", path.display()))
             }
             ProxyError::Config(m) => ProxyError::Config(format!("{}: {m}", path.display())),
             other => other,
-        })
+        })?;
+        Ok((config, text))
     }
 
     /// Rejects values that cannot work, naming their key: zero windows and limits, a state

@@ -3,6 +3,7 @@
 
 pub(crate) mod classify;
 pub(crate) mod compact;
+pub(crate) mod config;
 pub(crate) mod inspect;
 pub(crate) mod models;
 pub(crate) mod proxy;

@@ -46,13 +46,15 @@ pub const FLAGS: &[(&str, &str)] = &[
 ];
 
 /// Every setting of `config`, each with where it came from: a key in `flags` (key paths,
-/// as in [`FLAGS`]) came from a flag, else a key present in `file` came from the file, else
-/// it is the default.
+/// as in [`FLAGS`]) came from a flag, else a key present in the file's text `file` came from
+/// the file, else it is the default.
 pub fn settings_with_sources(
     config: &ProxyConfig,
-    file: Option<&toml::Table>,
+    file: Option<&str>,
     flags: &[&str],
 ) -> Vec<(Setting, Source)> {
+    let file: Option<toml::Table> = file.and_then(|text| toml::from_str(text).ok());
+    let file = file.as_ref();
     let value = serde_json::to_value(config).unwrap_or(Value::Null);
     flatten::<ProxyConfig>(&value)
         .into_iter()
@@ -98,6 +100,8 @@ pub fn reference_markdown() -> String {
     out.push_str("\n## Flags\n\nEach flag sets one key, over the file's value.\n\n");
     out.push_str("| flag | key |\n|---|---|\n");
     for (flag, key) in FLAGS {
+        // A `|` inside a cell would end it.
+        let flag = flag.replace('|', "\\|");
         let _ = writeln!(out, "| `{flag}` | `{key}` |");
     }
     out.push_str("\n## Keys\n\nEvery key with its default; a key without one is unset by default.\n");

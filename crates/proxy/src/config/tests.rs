@@ -181,10 +181,9 @@ fn every_key_is_documented_and_at_most_ten_are_top_level() {
 #[test]
 fn sources_are_told_apart() {
     let text = "upstream = \"http://u\"\n[cascade.layer1]\nheadroom_ratio = 0.75";
-    let file: toml::Table = toml::from_str(text).unwrap();
     let mut config = ProxyConfig::from_toml_str(text).unwrap();
     config.window.force = Some(1000);
-    let settings = settings_with_sources(&config, Some(&file), &["window.force"]);
+    let settings = settings_with_sources(&config, Some(text), &["window.force"]);
     let source = |path: &str| settings.iter().find(|(s, _)| s.path == path).unwrap().1;
     assert_eq!(source("upstream"), Source::File);
     assert_eq!(source("cascade.layer1.headroom_ratio"), Source::File);
