@@ -38,7 +38,10 @@ fn settings_are_printed_with_their_source() {
         "cascade.calibration.prior_tokens = 32000.0  # from default",
         "# status.admin_token is unset  # from default",
     ] {
-        assert!(stdout.lines().any(|l| l == line), "{line:?} not in\n{stdout}");
+        assert!(
+            stdout.lines().any(|l| l == line),
+            "{line:?} not in\n{stdout}"
+        );
     }
     // One line per key: as many as the reference documents.
     let keys = stdout.lines().filter(|l| l.contains("  # from ")).count();
@@ -48,7 +51,10 @@ fn settings_are_printed_with_their_source() {
 
 #[test]
 fn an_unknown_key_is_one_line_naming_the_key_and_line() {
-    let path = file("config-typo", "upstream = \"http://u\"\n[window]\nforced = 1\n");
+    let path = file(
+        "config-typo",
+        "upstream = \"http://u\"\n[window]\nforced = 1\n",
+    );
     for command in ["config", "proxy"] {
         let output = Command::new(BIN)
             .args([command, "--config"])
@@ -66,7 +72,10 @@ fn an_unknown_key_is_one_line_naming_the_key_and_line() {
 
 #[test]
 fn a_bad_value_names_its_key_path() {
-    let path = file("config-bad", "[cascade.recovery]\ntargets = [0.75, 1.3, 0.5]\n");
+    let path = file(
+        "config-bad",
+        "[cascade.recovery]\ntargets = [0.75, 1.3, 0.5]\n",
+    );
     let output = Command::new(BIN)
         .args(["config", "--config"])
         .arg(&path)
@@ -78,5 +87,61 @@ fn a_bad_value_names_its_key_path() {
     assert!(
         stderr.contains("cascade.recovery.targets[1] = 1.3: expected a share of E in (0, 1]"),
         "{stderr}"
+    );
+}
+
+/// A request with one tool result of about a third of an 8,000-token window: nothing fires
+/// by default.
+fn one_large_result() -> String {
+    let output = "fn main() { println!(\"hello\"); }\n".repeat(250);
+    serde_json::json!({"model": "gpt-4o", "messages": [
+        {"role": "user", "content": "Read main.rs."},
+        {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function",
+            "function": {"name": "read_file", "arguments": "{\"path\":\"main.rs\"}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": output},
+    ]})
+    .to_string()
+}
+
+#[test]
+fn the_library_commands_read_the_cascade_table_and_the_window() {
+    let request = std::env::temp_dir().join(format!("cascade-request-{}.json", std::process::id()));
+    std::fs::write(&request, one_large_result()).unwrap();
+    let compact = |config: Option<&PathBuf>| {
+        let mut command = Command::new(BIN);
+        command.arg("compact").arg(&request);
+        if let Some(config) = config {
+            command.arg("--config").arg(config);
+        }
+        let output = command.output().unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8(output.stdout).unwrap()
+    };
+    let window = file("config-window", "[window]\nforce = 8000\n");
+    let untouched = compact(Some(&window));
+    let cut = file(
+        "config-cut",
+        "[window]\nforce = 8000\n[cascade.layer1]\nsingle_tool_result_share = 0.1\n",
+    );
+    let truncated = compact(Some(&cut));
+    let request_text = std::fs::read_to_string(&request).unwrap();
+    for path in [&request, &window, &cut] {
+        std::fs::remove_file(path).unwrap();
+    }
+    let same = |a: &str, b: &str| {
+        serde_json::from_str::<serde_json::Value>(a).unwrap()
+            == serde_json::from_str::<serde_json::Value>(b).unwrap()
+    };
+    assert!(
+        same(&untouched, &request_text),
+        "nothing fires at the default share"
+    );
+    assert!(
+        truncated.len() < untouched.len() / 2,
+        "① cut at 0.1·E: {truncated}"
     );
 }

@@ -157,7 +157,8 @@ impl Calibration {
             *weight = keep * *weight + prior;
             entry.scale = real_sum / *weight;
         } else if entry.observations > 0 {
-            entry.scale = config.calibration.ema_alpha * obs + (1.0 - config.calibration.ema_alpha) * entry.scale;
+            entry.scale = config.calibration.ema_alpha * obs
+                + (1.0 - config.calibration.ema_alpha) * entry.scale;
         }
         entry.observations += 1;
         tracing::debug!(

@@ -235,7 +235,10 @@ mod tests {
 
     #[test]
     fn a_renamed_field_is_documented_by_its_file_name() {
-        assert_eq!(serde_name("ttl", &["rename = \"ttl_secs\", with = \"x\""]), "ttl_secs");
+        assert_eq!(
+            serde_name("ttl", &["rename = \"ttl_secs\", with = \"x\""]),
+            "ttl_secs"
+        );
         assert_eq!(serde_name("ttl", &["with = \"x\""]), "ttl");
     }
 }

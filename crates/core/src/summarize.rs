@@ -98,7 +98,10 @@ pub(crate) fn plan(
         .tools()
         .map_or(0.0, |t| prior(cx, &ClassCounts::of_json(t)));
     let mut fallback = None;
-    let relaxed = cx.budget.share(cx.config.recovery.preemptive_ratio).max(target);
+    let relaxed = cx
+        .budget
+        .share(cx.config.recovery.preemptive_ratio)
+        .max(target);
     for target in [target, relaxed, cx.budget.effective().max(target)] {
         for recent in (0..=max_recent).rev() {
             let rules = KeepRules { recent, summaries };

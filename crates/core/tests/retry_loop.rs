@@ -13,8 +13,8 @@ use common::scripted::{
 };
 use common::sessions::{
     EVERY_RECOVERY, LIMIT, MODEL, PROVIDER_SCALE, check_requests, manager_with_summaries,
-    manager_with_summaries_and_spec_ema,
-    overflowing_session, overflowing_session_in, session, steps,
+    manager_with_summaries_and_spec_ema, overflowing_session, overflowing_session_in, session,
+    steps,
 };
 use context_cascade::LlmError;
 use context_cascade::SUMMARY_PREFIX;

@@ -38,7 +38,6 @@ use tokio::sync::Semaphore;
 use crate::server::AppState;
 use crate::tenancy::TENANT;
 
-
 /// What a job prepares from: the request as sent, its budget and its tenant.
 #[derive(Clone)]
 struct Job {
@@ -307,7 +306,14 @@ pub(crate) fn for_config(
     config: &crate::config::ProxyConfig,
     summarizer: &Arc<dyn Summarizer>,
 ) -> Option<Arc<Background>> {
-    let llm = !matches!(config.summarizer.spec(), cascade_llm::SummarizerSpec::Offline);
-    (config.summarizer.background && llm)
-        .then(|| Arc::new(Background::new(summarizer.clone(), config.summarizer.background_jobs)))
+    let llm = !matches!(
+        config.summarizer.spec(),
+        cascade_llm::SummarizerSpec::Offline
+    );
+    (config.summarizer.background && llm).then(|| {
+        Arc::new(Background::new(
+            summarizer.clone(),
+            config.summarizer.background_jobs,
+        ))
+    })
 }

@@ -28,7 +28,8 @@
 //! context_window = 65536
 //! ```
 //!
-//! This module is a leaf: it names no other module of the proxy but its error type.
+//! This module is a leaf: it names no other module of the proxy ([`ConfigError`] becomes a
+//! `ProxyError` where the proxy starts).
 
 mod reference;
 mod secret;
@@ -43,7 +44,6 @@ use context_cascade::CascadeConfig;
 use context_cascade::catalog::{Catalog, ModelEntry};
 use context_cascade::settings::{Documented, KeyDoc};
 
-use crate::error::ProxyError;
 pub use reference::{FLAGS, Source, reference_markdown, settings_with_sources};
 pub use secret::AdminToken;
 
@@ -65,6 +65,13 @@ pub const DEFAULT_STATE_MAX_BYTES: u64 = 256 * 1024 * 1024;
 pub const DEFAULT_BACKGROUND_JOBS: usize = 4;
 /// The SQLite path that keeps everything in memory (tests, throwaway runs).
 pub const IN_MEMORY_DB: &str = ":memory:";
+
+/// A configuration that cannot work, on one line naming the key (and, read from a file, the
+/// file and the line): `FILE:3:1: unknown field `forced``,
+/// `cascade.recovery.targets[1] = 1.3: expected a share of E in (0, 1]`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ConfigError(pub String);
 
 /// The environment variable that holds the LLM summarizer's API key.
 pub use cascade_llm::SUMMARIZER_KEY_ENV;
@@ -252,32 +259,32 @@ impl ProxyConfig {
     }
 
     /// Reads a TOML config. `upstream` may be left out when a flag will give it.
-    pub fn from_toml_str(text: &str) -> Result<Self, ProxyError> {
-        let mut config: ProxyConfig = toml::from_str(text)
-            .map_err(|e| ProxyError::Config(one_line_error(text, &e)))?;
+    pub fn from_toml_str(text: &str) -> Result<Self, ConfigError> {
+        let mut config: ProxyConfig =
+            toml::from_str(text).map_err(|e| ConfigError(one_line_error(text, &e)))?;
         config.catalog = Catalog::builtin()
             .with_overrides_toml(text)
-            .map_err(|e| ProxyError::Config(e.to_string()))?;
+            .map_err(|e| ConfigError(e.to_string()))?;
         config.validate()?;
         Ok(config)
     }
 
     /// Reads a TOML config file; errors name the file (and the line where TOML gives one).
-    pub fn load(path: &Path) -> Result<Self, ProxyError> {
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
         Self::read(path).map(|(config, _)| config)
     }
 
     /// [`ProxyConfig::load`], with the file's text (to tell which keys it set).
-    pub fn read(path: &Path) -> Result<(Self, String), ProxyError> {
+    pub fn read(path: &Path) -> Result<(Self, String), ConfigError> {
         let text = std::fs::read_to_string(path)
-            .map_err(|e| ProxyError::Config(format!("{}: {e}", path.display())))?;
-        let config = Self::from_toml_str(&text).map_err(|e| match e {
+            .map_err(|e| ConfigError(format!("{}: {e}", path.display())))?;
+        let config = Self::from_toml_str(&text).map_err(|ConfigError(m)| {
             // `FILE:LINE:COLUMN: ...` where TOML gave a place, else `FILE: ...`.
-            ProxyError::Config(m) if m.starts_with(|c: char| c.is_ascii_digit()) => {
-                ProxyError::Config(format!("{}:{m}", path.display()))
+            if m.starts_with(|c: char| c.is_ascii_digit()) {
+                ConfigError(format!("{}:{m}", path.display()))
+            } else {
+                ConfigError(format!("{}: {m}", path.display()))
             }
-            ProxyError::Config(m) => ProxyError::Config(format!("{}: {m}", path.display())),
-            other => other,
         })?;
         Ok((config, text))
     }
@@ -285,11 +292,9 @@ impl ProxyConfig {
     /// Rejects values that cannot work, naming their key: zero windows and limits, a state
     /// URL that is not Redis, no background job, and every cascade setting
     /// ([`CascadeConfig::validate`]).
-    pub fn validate(&self) -> Result<(), ProxyError> {
+    pub fn validate(&self) -> Result<(), ConfigError> {
         let bad = |key: &str, value: &dyn std::fmt::Display, expected: &str| {
-            Err(ProxyError::Config(format!(
-                "{key} = {value}: expected {expected}"
-            )))
+            Err(ConfigError(format!("{key} = {value}: expected {expected}")))
         };
         if self.window.force == Some(0) {
             return bad("window.force", &0, "a positive number of tokens");
@@ -317,17 +322,17 @@ impl ProxyConfig {
         }
         self.cascade
             .validate()
-            .map_err(|e| ProxyError::Config(format!("cascade.{e}")))
+            .map_err(|e| ConfigError(format!("cascade.{e}")))
     }
 
     /// Rejects an upstream that is not an `http://` or `https://` URL with a host, so that
     /// a typo fails at startup rather than as a 502 on every request.
-    pub fn validate_upstream(&self) -> Result<(), ProxyError> {
+    pub fn validate_upstream(&self) -> Result<(), ConfigError> {
         let text = self.upstream_base();
         if text.is_empty() {
-            return Err(ProxyError::Config("no upstream URL given".into()));
+            return Err(ConfigError("no upstream URL given".into()));
         }
-        let bad = |why: &str| ProxyError::Config(format!("upstream {text:?}: {why}"));
+        let bad = |why: &str| ConfigError(format!("upstream {text:?}: {why}"));
         let url = reqwest::Url::parse(text).map_err(|e| bad(&e.to_string()))?;
         if !matches!(url.scheme(), "http" | "https") {
             return Err(bad("expected an http:// or https:// URL"));
@@ -393,14 +398,19 @@ mod protocol {
     use serde::de::Error as _;
     use serde::{Deserialize, Deserializer, Serializer};
 
-    pub(super) fn serialize<S: Serializer>(value: &Option<Provider>, s: S) -> Result<S::Ok, S::Error> {
+    pub(super) fn serialize<S: Serializer>(
+        value: &Option<Provider>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
         match value {
             Some(provider) => s.serialize_some(provider.as_str()),
             None => s.serialize_none(),
         }
     }
 
-    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Provider>, D::Error> {
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<Provider>, D::Error> {
         match Option::<String>::deserialize(d)? {
             Some(name) => name
                 .parse::<Provider>()

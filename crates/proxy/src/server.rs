@@ -123,7 +123,10 @@ impl AppState {
             upstream,
             max_request_bytes: config.limits.max_request_bytes,
             upstream_timeout: config.limits.upstream_timeout,
-            sticky: config.requests.sticky_prefix.then(|| Sticky::new(store.clone())),
+            sticky: config
+                .requests
+                .sticky_prefix
+                .then(|| Sticky::new(store.clone())),
             windows,
             manager,
             client,

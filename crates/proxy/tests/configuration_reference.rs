@@ -34,7 +34,10 @@ fn every_documented_default_is_the_default() {
     let mut table = String::new();
     let mut checked = 0;
     for line in rendered.lines() {
-        if let Some(heading) = line.strip_prefix("### `[").and_then(|h| h.strip_suffix("]`")) {
+        if let Some(heading) = line
+            .strip_prefix("### `[")
+            .and_then(|h| h.strip_suffix("]`"))
+        {
             table = format!("[{heading}]\n");
         } else if line == "### top level" {
             table.clear();
@@ -44,8 +47,7 @@ fn every_documented_default_is_the_default() {
                 continue;
             }
             let text = format!("{table}{assignment}\n");
-            let read = ProxyConfig::from_toml_str(&text)
-                .unwrap_or_else(|e| panic!("{text}: {e}"));
+            let read = ProxyConfig::from_toml_str(&text).unwrap_or_else(|e| panic!("{text}: {e}"));
             assert_eq!(
                 serde_json::to_value(&read).unwrap(),
                 serde_json::to_value(ProxyConfig::default()).unwrap(),

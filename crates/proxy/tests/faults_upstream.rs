@@ -49,7 +49,10 @@ async fn server_errors_and_rate_limits_pass_through_with_retry_after() {
 #[tokio::test]
 async fn a_hanging_upstream_gets_504_at_the_timeout() {
     let silent = upstream::start_silent().await;
-    let proxy = proxy(&silent, |c| c.limits.upstream_timeout = Duration::from_millis(700)).await;
+    let proxy = proxy(&silent, |c| {
+        c.limits.upstream_timeout = Duration::from_millis(700)
+    })
+    .await;
     for shape in SHAPES {
         let started = Instant::now();
         let response = send(&proxy, shape.path(), &shape.body("hi", false)).await;

@@ -130,7 +130,10 @@ async fn the_token_is_read_from_the_config_file() {
         "upstream = \"http://127.0.0.1:9\"\n[status]\nadmin_token = \"abc\"\n",
     )
     .unwrap();
-    assert_eq!(config.status.admin_token, Some(AdminToken::new("abc").unwrap()));
+    assert_eq!(
+        config.status.admin_token,
+        Some(AdminToken::new("abc").unwrap())
+    );
     assert!(
         cascade_proxy::ProxyConfig::from_toml_str("[status]\nadmin_token = \"\"\n").is_err(),
         "an empty token would open the page to anyone"

@@ -53,10 +53,22 @@ mod tests {
         let mut config = ProxyConfig::from_toml_str(text).unwrap();
         config.window.force = Some(32_000);
         let out = render(&config, Some(text), &["window.force"]);
-        assert!(out.contains("upstream = \"http://u\"  # from file\n"), "{out}");
-        assert!(out.contains("cascade.calibration.prior_tokens = 0.0  # from file\n"), "{out}");
+        assert!(
+            out.contains("upstream = \"http://u\"  # from file\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains("cascade.calibration.prior_tokens = 0.0  # from file\n"),
+            "{out}"
+        );
         assert!(out.contains("window.force = 32000  # from flag\n"), "{out}");
-        assert!(out.contains("cascade.layer1.headroom_ratio = 0.75  # from default\n"), "{out}");
-        assert!(out.contains("# summarizer.model is unset  # from default\n"), "{out}");
+        assert!(
+            out.contains("cascade.layer1.headroom_ratio = 0.75  # from default\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains("# summarizer.model is unset  # from default\n"),
+            "{out}"
+        );
     }
 }

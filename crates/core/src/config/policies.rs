@@ -44,9 +44,7 @@ pub(super) mod remember {
         policy.phrases().serialize(s)
     }
 
-    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(
-        d: D,
-    ) -> Result<RememberPolicy, D::Error> {
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<RememberPolicy, D::Error> {
         Ok(RememberPolicy::from_phrases(Vec::<String>::deserialize(d)?))
     }
 }

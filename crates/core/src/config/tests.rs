@@ -38,11 +38,23 @@ fn a_bad_value_names_its_key_path() {
     );
     let cases = [
         ("[layer1]\nlow_watermark = 0.8", "layer1.low_watermark"),
-        ("[calibration]\nprior_tokens = -1", "calibration.prior_tokens"),
-        ("[calibration]\nobservation_clamp = [4.0, 0.25]", "calibration.observation_clamp"),
-        ("[background]\nsummary_ratio = 0.95", "background.summary_ratio"),
+        (
+            "[calibration]\nprior_tokens = -1",
+            "calibration.prior_tokens",
+        ),
+        (
+            "[calibration]\nobservation_clamp = [4.0, 0.25]",
+            "calibration.observation_clamp",
+        ),
+        (
+            "[background]\nsummary_ratio = 0.95",
+            "background.summary_ratio",
+        ),
         ("[background]\nforecasts = 0", "background.forecasts"),
-        ("[experimental]\nprepared_summary_gap = 1.0", "experimental.prepared_summary_gap"),
+        (
+            "[experimental]\nprepared_summary_gap = 1.0",
+            "experimental.prepared_summary_gap",
+        ),
         ("[recovery]\nmax_calls = 0", "recovery.max_calls"),
         ("[weights]\nletter = -0.1", "weights.letter"),
     ];
@@ -78,7 +90,10 @@ fn every_key_has_a_doc_line_and_every_doc_a_key() {
     let undocumented: Vec<&Setting> = settings.iter().filter(|s| s.doc.is_empty()).collect();
     assert!(undocumented.is_empty(), "{undocumented:?}");
     let unset: Vec<&Setting> = settings.iter().filter(|s| s.value.is_none()).collect();
-    assert!(unset.is_empty(), "documented keys the schema lacks: {unset:?}");
+    assert!(
+        unset.is_empty(),
+        "documented keys the schema lacks: {unset:?}"
+    );
     let top = CascadeConfig::keys();
     assert!(top.len() <= 10, "{} top-level settings", top.len());
     let headroom = settings

@@ -32,7 +32,12 @@ impl Check {
 
     /// A share of E: above 0, at most 1.
     fn share(&mut self, key: impl Into<String>, value: f64) {
-        self.require(value > 0.0 && value <= 1.0, key, value, "a share of E in (0, 1]");
+        self.require(
+            value > 0.0 && value <= 1.0,
+            key,
+            value,
+            "a share of E in (0, 1]",
+        );
     }
 
     fn at_least_one(&mut self, key: &str, value: usize) {
@@ -54,7 +59,10 @@ impl CascadeConfig {
     pub fn validate(&self) -> Result<(), ConfigError> {
         let mut check = Check(Ok(()));
         let l1 = &self.layer1;
-        check.share("layer1.single_tool_result_share", l1.single_tool_result_share);
+        check.share(
+            "layer1.single_tool_result_share",
+            l1.single_tool_result_share,
+        );
         let newline = l1.newline_cut_ratio;
         check.require(
             (0.0..=1.0).contains(&newline),
@@ -84,7 +92,10 @@ impl CascadeConfig {
             "a share of the estimate in [0, 1)",
         );
         check.at_least_one("recovery.max_calls", recovery.max_calls);
-        check.at_least_one("recovery.chunk_threshold_chars", recovery.chunk_threshold_chars);
+        check.at_least_one(
+            "recovery.chunk_threshold_chars",
+            recovery.chunk_threshold_chars,
+        );
         check.at_least_one("recovery.max_chunks", recovery.max_chunks);
         let trail = &self.trail;
         check.require(

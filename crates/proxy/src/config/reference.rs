@@ -104,8 +104,16 @@ pub fn reference_markdown() -> String {
         let flag = flag.replace('|', "\\|");
         let _ = writeln!(out, "| `{flag}` | `{key}` |");
     }
-    out.push_str("\n## Keys\n\nEvery key with its default; a key without one is unset by default.\n");
-    section(&mut out, &ProxyConfig::keys(), &documented_defaults(), "", "");
+    out.push_str(
+        "\n## Keys\n\nEvery key with its default; a key without one is unset by default.\n",
+    );
+    section(
+        &mut out,
+        &ProxyConfig::keys(),
+        &documented_defaults(),
+        "",
+        "",
+    );
     out
 }
 
@@ -124,7 +132,9 @@ One schema serves the library, the proxy's file and the command line:
   key (and the line).
 - The command line: the flags below set the same keys over the file's values.
   `cascade config [--config FILE] [flags]` prints every effective setting and where it came
-  from (`default`, `file` or `flag`).
+  from (`default`, `file` or `flag`). `cascade compact`, `replay` and `inspect` take the
+  same `--config FILE`: its `[cascade]` table, `[window]` and `[[model]]` entries apply
+  (`--window` still comes first).
 
 Where a measured choice did better than SPEC.md's value, it is the default and SPEC's value
 is the alternative: `cascade.layer1.compact_short_of_watermark` (SPEC: `true`),
@@ -135,7 +145,11 @@ is the alternative: `cascade.layer1.compact_short_of_watermark` (SPEC: `true`),
 /// One table: its own keys as a list, then each sub-table under its heading.
 fn section(out: &mut String, keys: &[KeyDoc], value: &Value, path: &str, doc: &str) {
     let leaves: Vec<&KeyDoc> = keys.iter().filter(|k| k.group.is_none()).collect();
-    let heading = if path.is_empty() { "top level".to_owned() } else { format!("`[{path}]`") };
+    let heading = if path.is_empty() {
+        "top level".to_owned()
+    } else {
+        format!("`[{path}]`")
+    };
     if !leaves.is_empty() {
         let _ = writeln!(out, "\n### {heading}\n");
         if !doc.is_empty() {

@@ -2,7 +2,7 @@
 
 use sha2::{Digest, Sha256};
 
-use crate::error::ProxyError;
+use super::ConfigError;
 
 /// The token that opens the status page to other hosts. Its `Debug` does not show it (the
 /// configuration is printed in places).
@@ -12,10 +12,10 @@ pub struct AdminToken(String);
 
 impl AdminToken {
     /// A token; empty or blank ones are refused (they would open the page to anyone).
-    pub fn new(token: impl Into<String>) -> Result<Self, ProxyError> {
+    pub fn new(token: impl Into<String>) -> Result<Self, ConfigError> {
         let token = token.into();
         if token.trim().is_empty() {
-            return Err(ProxyError::Config("admin_token must not be empty".into()));
+            return Err(ConfigError("admin_token must not be empty".into()));
         }
         Ok(AdminToken(token))
     }
@@ -32,7 +32,7 @@ impl AdminToken {
 }
 
 impl TryFrom<String> for AdminToken {
-    type Error = ProxyError;
+    type Error = ConfigError;
 
     fn try_from(token: String) -> Result<Self, Self::Error> {
         AdminToken::new(token)

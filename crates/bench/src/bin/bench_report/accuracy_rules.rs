@@ -239,7 +239,10 @@ pub fn run(data: &[Measured]) -> Rules {
     push("SPEC prior, no calibration (scale 1)", uncalibrated, None);
     for (name, config) in [
         ("SPEC's EMA rule", ema.clone()),
-        ("size-weighted rule, 32,000 prior tokens (default)", sw.clone()),
+        (
+            "size-weighted rule, 32,000 prior tokens (default)",
+            sw.clone(),
+        ),
         (
             "size-weighted rule, 64,000 prior tokens",
             weighted(64_000.0),
