@@ -300,7 +300,7 @@ fn record<T>(background: &Background, outcome: Result<Option<T>, SummaryError>) 
     }
 }
 
-/// The jobs `config` asks for: on when `background_summaries` is and the summarizer is an
+/// The jobs `config` asks for: on when `summarizer.background` is and the summarizer is an
 /// LLM (offline summaries are computed in microseconds, nothing to gain ahead).
 pub(crate) fn for_config(
     config: &crate::config::ProxyConfig,

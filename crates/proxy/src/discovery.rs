@@ -30,7 +30,7 @@ const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 /// Where a window came from, for logs and metrics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WindowSource {
-    /// `--window` (or `window` in the file) forces every model's window.
+    /// `--window` (or `window.force` in the file) forces every model's window.
     Flag,
     /// The file's `[windows]` table names this model.
     Config,
@@ -103,7 +103,8 @@ impl Learned {
 }
 
 impl Windows {
-    /// The precedence of `config`'s `window`, `windows`, `discover` and `catalog`.
+    /// The precedence of `config`'s `window.force`, `window.models`, `window.discover` and
+    /// `catalog`.
     pub fn new(config: &ProxyConfig) -> Self {
         Windows {
             forced: config.window.force,

@@ -160,8 +160,8 @@ pub struct Opened {
     pub windows: Vec<(String, u64, bool)>,
 }
 
-/// Opens the store `config` names: Redis for `state = "redis://..."`, else SQLite at
-/// `db`. Redis is connected lazily: an unreachable Redis does not stop the proxy.
+/// Opens the store `config` names: Redis for `state.url = "redis://..."`, else SQLite at
+/// `state.path`. Redis is connected lazily: an unreachable Redis does not stop the proxy.
 pub fn open(config: &ProxyConfig) -> Result<Opened, ProxyError> {
     let retention = Retention {
         ttl: config.state.ttl,
