@@ -47,30 +47,12 @@ codex="$npm_dir/node_modules/.bin/codex"
 cargo build --quiet -p cascade-proxy --example agent_upstream
 cargo build --quiet -p cascade-cli --bin cascade
 
+script_name=ci-agents
 work="$(mktemp -d)"
-pids=()
-stop_servers() {
-    for pid in "${pids[@]}"; do
-        kill "$pid" 2>/dev/null || true
-        wait "$pid" 2>/dev/null || true
-    done
-    pids=()
-}
+# shellcheck source=scripts/lib/servers.sh
+. scripts/lib/servers.sh
 # CASCADE_AGENT_KEEP=1 keeps the logs (agents, proxy, upstream) for a look after the run.
 trap 'stop_servers; if [ -z "${CASCADE_AGENT_KEEP:-}" ]; then rm -rf "$work"; else echo "ci-agents: logs kept in $work"; fi' EXIT
-
-free_port() {
-    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-wait_up() {
-    for _ in $(seq 1 100); do
-        if curl -fsS -o /dev/null "$1" 2>/dev/null; then return 0; fi
-        sleep 0.1
-    done
-    echo "ci-agents: $1 did not come up" >&2
-    cat "$work"/*.log >&2 || true
-    return 1
-}
 
 failures=0
 summary=()

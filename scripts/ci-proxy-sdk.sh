@@ -18,21 +18,13 @@ fi
 cargo build --quiet -p cascade-proxy --example scripted_upstream
 cargo build --quiet -p cascade-cli --bin cascade
 
-free_port() {
-    "$venv/bin/python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
+script_name=ci-proxy-sdk
+work="$(mktemp -d)"
+# shellcheck source=scripts/lib/servers.sh
+. scripts/lib/servers.sh
+trap 'stop_servers; rm -rf "$work"' EXIT
 upstream_port="$(free_port)"
 proxy_port="$(free_port)"
-work="$(mktemp -d)"
-pids=()
-cleanup() {
-    for pid in "${pids[@]}"; do
-        kill "$pid" 2>/dev/null || true
-        wait "$pid" 2>/dev/null || true
-    done
-    rm -rf "$work"
-}
-trap cleanup EXIT
 
 target/debug/examples/scripted_upstream --port "$upstream_port" --limit 6000 >"$work/upstream.log" 2>&1 &
 pids+=("$!")
@@ -43,26 +35,12 @@ if target/debug/cascade proxy --help >/dev/null 2>&1; then
     pids+=("$!")
 else
     echo "ci-proxy-sdk: 'cascade proxy' is not available; running the proxy in-process in the example" >&2
-    kill "${pids[0]}" 2>/dev/null || true
-    wait "${pids[0]}" 2>/dev/null || true
-    pids=()
+    stop_servers
     target/debug/examples/scripted_upstream --port "$upstream_port" --limit 6000 \
         --proxy-port "$proxy_port" --window 128000 >"$work/upstream.log" 2>&1 &
     pids+=("$!")
 fi
 
-ready=""
-for _ in $(seq 1 100); do
-    if "$venv/bin/python" -c "import urllib.request, sys; urllib.request.urlopen('http://127.0.0.1:$proxy_port/healthz', timeout=1)" 2>/dev/null; then
-        ready=yes
-        break
-    fi
-    sleep 0.1
-done
-if [ -z "$ready" ]; then
-    echo "ci-proxy-sdk: the proxy did not come up" >&2
-    cat "$work"/*.log >&2
-    exit 1
-fi
+wait_up "http://127.0.0.1:$proxy_port/healthz"
 
 CASCADE_PROXY_URL="http://127.0.0.1:$proxy_port" "$venv/bin/python" -m pytest -q crates/proxy/tests/sdk/test_sdk.py

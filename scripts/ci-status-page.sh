@@ -24,21 +24,13 @@ fi
 cargo build --quiet -p cascade-proxy --example scripted_upstream
 cargo build --quiet -p cascade-cli --bin cascade
 
-free_port() {
-    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
+script_name=ci-status-page
+work="$(mktemp -d)"
+# shellcheck source=scripts/lib/servers.sh
+. scripts/lib/servers.sh
+trap 'stop_servers; rm -rf "$work"' EXIT
 upstream_port="$(free_port)"
 proxy_port="$(free_port)"
-work="$(mktemp -d)"
-pids=()
-cleanup() {
-    for pid in "${pids[@]}"; do
-        kill "$pid" 2>/dev/null || true
-        wait "$pid" 2>/dev/null || true
-    done
-    rm -rf "$work"
-}
-trap cleanup EXIT
 
 target/debug/examples/scripted_upstream --port "$upstream_port" --limit 100000000 >"$work/upstream.log" 2>&1 &
 pids+=("$!")
@@ -48,19 +40,7 @@ target/debug/cascade proxy --listen "127.0.0.1:$proxy_port" \
 pids+=("$!")
 proxy="http://127.0.0.1:$proxy_port"
 
-ready=""
-for _ in $(seq 1 100); do
-    if python3 -c "import urllib.request; urllib.request.urlopen('$proxy/healthz', timeout=1)" 2>/dev/null; then
-        ready=yes
-        break
-    fi
-    sleep 0.1
-done
-if [ -z "$ready" ]; then
-    echo "ci-status-page: the proxy did not come up" >&2
-    cat "$work"/*.log >&2
-    exit 1
-fi
+wait_up "$proxy/healthz"
 
 # The agent loop: at every call point (the end of each run of non-assistant messages, the
 # rule of context_cascade::replay) the whole history so far is sent.

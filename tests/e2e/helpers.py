@@ -34,6 +34,17 @@ def load_messages(name):
     return json.loads(path.read_text())["messages"]
 
 
+# The session every end-to-end test replays, a Claude Code subagent: small at first, then
+# tool results (file reads, greps) push it to ~40,000 characters (~13,000 SmolLM2 tokens)
+# by its 8th assistant turn.
+SESSION = "claude-code__spotter__6c2214d7-subagent-afc096d.json"
+
+
+def session_messages():
+    """The OpenAI-format messages of SESSION."""
+    return load_messages(SESSION)
+
+
 def assistant_turns(messages):
     """The indices k where messages[k] is an assistant answer: each replayed turn sends
     messages[:k], the real history up to that answer."""

@@ -9,18 +9,9 @@ n_ctx 4096 and requests under 90% of it: the cascade leaves them untouched, so t
 
 import re
 
-from helpers import (
-    MODEL,
-    load_messages,
-    metric,
-    metrics,
-    openai_body,
-    parse_report_header,
-    post_json,
-    uncalibrated_prior,
-)
+from helpers import MODEL, metric, metrics, openai_body, parse_report_header, post_json
+from helpers import session_messages, uncalibrated_prior
 
-FIXTURE = "claude-code__spotter__6c2214d7-subagent-afc096d.json"
 # Growing prefixes of the session (user, assistant + tool calls, tool results): 113 to
 # ~3,000 SmolLM2 tokens.
 PREFIXES = [1, 3, 5, 6]
@@ -29,7 +20,7 @@ TOLERANCE = 0.10
 
 def test_calibrated_estimate_within_ten_percent(llama_4096, start_proxy, tmp_path, figures):
     proxy = start_proxy(llama_4096.url)
-    messages = load_messages(FIXTURE)
+    messages = session_messages()
     errors = []
     uncalibrated_errors = []
     for i, k in enumerate(PREFIXES):
@@ -66,7 +57,7 @@ def test_first_request_counted_by_the_llama_cpp_tokenizer(llama_4096, start_prox
     the server itself (/apply-template, then /tokenize) before the cascade decides: that count is
     the prompt_tokens the server then bills, and the later requests need no count."""
     proxy = start_proxy(llama_4096.url)
-    messages = load_messages(FIXTURE)
+    messages = session_messages()
     counts = []
     for k in PREFIXES[2:]:
         status, _, answer = post_json(f"{proxy.url}/v1/chat/completions", openai_body(messages[:k]))

@@ -4,19 +4,9 @@ with n_ctx 2048, so it sends a ~4,000-token request as is; llama-server's own
 gets a 200), counted in /metrics, and its quoted n_prompt_tokens must feed the calibration.
 """
 
-from helpers import (
-    MODEL,
-    anthropic_body,
-    load_messages,
-    metric,
-    metrics,
-    openai_body,
-    parse_report_header,
-    post_json,
-    uncalibrated_prior,
-)
+from helpers import MODEL, anthropic_body, metric, metrics, openai_body, parse_report_header
+from helpers import post_json, session_messages, uncalibrated_prior
 
-FIXTURE = "claude-code__spotter__6c2214d7-subagent-afc096d.json"
 # user, assistant + tool call, tool result, assistant, 2 tool results: ~2,900 SmolLM2 tokens
 # (over 2048), well under 90% of 8192 (so the proxy sends it untouched the first time).
 HISTORY = 6
@@ -33,7 +23,7 @@ def test_openai_stream_overflow_recovered_and_calibrates(llama_2048, start_proxy
     proxy = start_proxy(llama_2048.url, "--window", 8192)
     # Streaming without stream_options: the answer carries no usage, so the only thing that
     # can calibrate the scale is the overflow's quoted n_prompt_tokens.
-    body = openai_body(load_messages(FIXTURE)[:HISTORY], stream=True)
+    body = openai_body(session_messages()[:HISTORY], stream=True)
     quoted = overflow_quote(llama_2048.url, body)
     prior = uncalibrated_prior(body, tmp_path)
     before = metrics(proxy.url)
@@ -77,7 +67,7 @@ def test_openai_stream_overflow_recovered_and_calibrates(llama_2048, start_proxy
 
 def test_anthropic_overflow_recovered(llama_2048, start_proxy, figures):
     proxy = start_proxy(llama_2048.url, "--window", 8192)
-    body = anthropic_body(load_messages(FIXTURE)[:HISTORY])
+    body = anthropic_body(session_messages()[:HISTORY])
     # llama-server answers /v1/messages overflows with its OpenAI-style error body.
     quoted = overflow_quote(llama_2048.url, body, "/v1/messages")
     status, headers, answer = post_json(f"{proxy.url}/v1/messages", body)

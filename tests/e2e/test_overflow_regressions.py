@@ -6,9 +6,7 @@ context_length_exceeded after 1–2 of its 5 calls. Recovery now floors the refu
 request's estimate at the count the server quoted (crates/core/src/retry.rs).
 """
 
-from helpers import load_messages, openai_body, post_json
-
-FIXTURE = "claude-code__spotter__6c2214d7-subagent-afc096d.json"
+from helpers import openai_body, post_json, session_messages
 
 
 def test_overflow_by_a_few_tokens_after_a_summary_is_recovered(llama_2048, start_proxy):
@@ -16,7 +14,7 @@ def test_overflow_by_a_few_tokens_after_a_summary_is_recovered(llama_2048, start
     # estimated 1848 tokens; llama-server counts 2066 (> 2048). Observed: scale → 1.03,
     # estimate still 1848 < E = 2036, attempts 1-4 free 0, 400 after 1 call.
     proxy = start_proxy(llama_2048.url)
-    messages = load_messages(FIXTURE)
+    messages = session_messages()
     for k in (11, 15, 19):
         body = openai_body(messages[:k], stream=True, stream_options={"include_usage": True})
         status, _, answer = post_json(f"{proxy.url}/v1/chat/completions", body, stream=True)
@@ -29,6 +27,6 @@ def test_first_request_far_over_the_window_is_recovered(llama_2048, start_proxy)
     # results to the lagging estimate; call 2 is quoted 2053 tokens (> 2048); no attempt is
     # left: 400 after 2 calls.
     proxy = start_proxy(llama_2048.url)
-    body = openai_body(load_messages(FIXTURE)[:7])
+    body = openai_body(session_messages()[:7])
     status, _, answer = post_json(f"{proxy.url}/v1/chat/completions", body)
     assert status == 200, answer

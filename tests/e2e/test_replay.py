@@ -11,21 +11,9 @@ import anthropic
 import openai
 import pytest
 
-from helpers import (
-    MAX_TOKENS,
-    MODEL,
-    anthropic_body,
-    assistant_turns,
-    load_messages,
-    metric,
-    metric_family,
-    metrics,
-    parse_report_header,
-)
+from helpers import MAX_TOKENS, MODEL, anthropic_body, assistant_turns, metric, metric_family
+from helpers import metrics, parse_report_header, session_messages
 
-# A Claude Code subagent session: small at first, then tool results (file reads, greps)
-# push it to ~40,000 characters (~13,000 SmolLM2 tokens) by its 8th assistant turn.
-FIXTURE = "claude-code__spotter__6c2214d7-subagent-afc096d.json"
 PLAIN_TURNS = 8
 STREAM_TURNS = 5
 
@@ -99,7 +87,7 @@ def test_session_replayed_past_the_window(variant, llama_2048, start_proxy, figu
         client = anthropic.Anthropic(base_url=proxy.url, api_key="e2e", max_retries=0, timeout=600)
     else:
         client = openai.OpenAI(base_url=f"{proxy.url}/v1", api_key="e2e", max_retries=0, timeout=600)
-    messages = load_messages(FIXTURE)
+    messages = session_messages()
     ks = assistant_turns(messages)
     # Streaming replays the first turns only (time): from the third one on, the history is
     # over the window. (A fresh proxy at a later turn is covered by

@@ -7,18 +7,9 @@ writing it into the history. Either way the client gets an answer, never a 5xx.
 import json
 import time
 
-from helpers import (
-    MODEL,
-    load_messages,
-    metric,
-    metrics,
-    openai_body,
-    parse_report_header,
-    post_json,
-    run_cascade,
-)
+from helpers import MODEL, metric, metrics, openai_body, parse_report_header, post_json
+from helpers import run_cascade, session_messages
 
-FIXTURE = "claude-code__spotter__6c2214d7-subagent-afc096d.json"
 # 19 messages, ~25,000 characters: the history before the recent messages has to be
 # summarized (or degraded) to fit 2048 tokens.
 HISTORY = 19
@@ -39,7 +30,7 @@ def test_proxy_with_llm_summarizer(llama_2048, start_proxy, figures):
         "--summarizer", llama_2048.url,
         "--summarizer-model", MODEL,
     )
-    body = openai_body(load_messages(FIXTURE)[:HISTORY])
+    body = openai_body(session_messages()[:HISTORY])
     offset = llama_2048.log_size()
     started = time.monotonic()
     status, headers, answer = post_json(f"{proxy.url}/v1/chat/completions", body)
@@ -70,7 +61,7 @@ def test_proxy_with_llm_summarizer(llama_2048, start_proxy, figures):
 
 def test_cli_compact_with_llm_summarizer(llama_2048, tmp_path, figures):
     body_path = tmp_path / "body.json"
-    body_path.write_text(json.dumps(openai_body(load_messages(FIXTURE)[:HISTORY])))
+    body_path.write_text(json.dumps(openai_body(session_messages()[:HISTORY])))
     report_path = tmp_path / "report.json"
     offset = llama_2048.log_size()
     out_path = tmp_path / "compacted.json"

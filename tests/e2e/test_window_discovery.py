@@ -4,22 +4,13 @@ discovered 2048 makes the proxy compact this ~2,400-token request before sending
 that llama-server never refuses it.
 """
 
-from helpers import (
-    load_messages,
-    metric,
-    metric_family,
-    metrics,
-    openai_body,
-    parse_report_header,
-    post_json,
-)
-
-FIXTURE = "claude-code__spotter__6c2214d7-subagent-afc096d.json"
+from helpers import metric, metric_family, metrics, openai_body, parse_report_header, post_json
+from helpers import session_messages
 
 
 def test_window_discovered_from_props(llama_2048, start_proxy, figures):
     proxy = start_proxy(llama_2048.url)
-    messages = load_messages(FIXTURE)
+    messages = session_messages()
 
     # Under 2048 tokens but over 90% of the window: with the catalog's 8192 the proxy would
     # send it untouched; with the discovered 2048 it compacts it, before the first call.

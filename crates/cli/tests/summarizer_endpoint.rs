@@ -3,6 +3,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, unreachable_pub)] // test code: a failure is a test failure
 
+mod common;
+
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -24,17 +26,9 @@ fn start_endpoint() -> Upstream {
     })
 }
 
-/// A conversation whose recent messages alone overflow the pruning target, so that ③
-/// cannot do and ④ must summarize: long prose turns, nothing ② could compact.
+/// A conversation of `common::session_messages`, written to a file.
 fn session(id: &str) -> PathBuf {
-    let prose = "The parser in src/lexer.rs still mishandles nested comments; ".repeat(30);
-    let mut messages =
-        vec![json!({"role": "user", "content": "Fix the nested comment bug in src/lexer.rs"})];
-    for i in 0..20 {
-        messages.push(json!({"role": "assistant", "content": format!("Step {i}: {prose}")}));
-        messages.push(json!({"role": "user", "content": format!("Noted {i}. {prose}")}));
-    }
-    let body = json!({"model": "gpt-4o", "messages": messages});
+    let body = json!({"model": "gpt-4o", "messages": common::session_messages()});
     let path = std::env::temp_dir().join(format!("cascade-summarizer-session-{id}.json"));
     std::fs::write(&path, body.to_string()).unwrap();
     path

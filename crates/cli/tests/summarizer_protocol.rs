@@ -11,12 +11,15 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, unreachable_pub)] // test code: a failure is a test failure
 
+mod common;
+
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 
 use cascade_test_support::upstream::{self, Upstream};
+use common::session_messages;
 use context_cascade::summarizer::section_heading;
-use serde_json::{Value, json};
+use serde_json::json;
 
 const BIN: &str = env!("CARGO_BIN_EXE_cascade");
 const SUMMARY_LINE: &str = "anthropic-only summary line";
@@ -70,18 +73,6 @@ fn summarizer_flags(fake: &Upstream, reach: Reach, command: &mut Command) {
     command
         .args(["--summarizer-model", "claude-test"])
         .env_remove("RUST_LOG");
-}
-
-/// Long prose turns: nothing ② can compact and the recent turns alone overflow, so ④ runs.
-fn session_messages() -> Vec<Value> {
-    let prose = "The parser in src/lexer.rs still mishandles nested comments; ".repeat(30);
-    let mut messages =
-        vec![json!({"role": "user", "content": "Fix the nested comment bug in src/lexer.rs"})];
-    for i in 0..20 {
-        messages.push(json!({"role": "assistant", "content": format!("Step {i}: {prose}")}));
-        messages.push(json!({"role": "user", "content": format!("Noted {i}. {prose}")}));
-    }
-    messages
 }
 
 fn assert_spoke_anthropic(fake: &Upstream) {

@@ -37,15 +37,8 @@ fn every_fixture_fits_every_window_with_the_invariants() {
         let original = parse(&body);
         for window in [8_000, 32_000, 128_000] {
             let budget = Budget::new(window, original.output_reserve());
-            let mut output = original.clone();
-            let report = pollster::block_on(manager.compact_with_summary(&mut output, budget));
-            let run = Run {
-                manager: &manager,
-                original: &original,
-                output: &output,
-                report: &report,
-                budget,
-            };
+            let (output, report) = invariants::compact(&manager, &original, budget);
+            let run = Run::new(&manager, &original, &output, &report, budget);
             invariants::check(&run).unwrap_or_else(|e| panic!("{name} at {window}: {e}"));
             // The offline summarizer never fails: ⑤ only comes when there is no room left
             // for any summary, because what must stay takes (nearly) the whole budget.
@@ -86,8 +79,7 @@ fn compression_at_32k_is_reported_per_fixture() {
     for (name, fixture) in common::transcripts() {
         let original = parse(&common::openai_body(&fixture));
         let budget = Budget::new(32_000, original.output_reserve());
-        let mut output = original.clone();
-        let report = pollster::block_on(manager.compact_with_summary(&mut output, budget));
+        let (_, report) = invariants::compact(&manager, &original, budget);
         eprintln!(
             "{name}: {} → {} tokens ({:.1}×), {} → {} messages; {}",
             report.tokens_before,

@@ -9,7 +9,7 @@ mod common;
 use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
 
-use common::degraded::{budget, compact, recovery_steps, sessions, summaries};
+use common::degraded::{Outcome, budget, compact, recovery_steps, sessions, summaries};
 use common::scripted::{Rendezvous, nine_sections};
 use context_cascade::SUMMARY_PREFIX;
 use context_cascade::summarizer::{SummaryError, SummaryRequest};
@@ -25,6 +25,25 @@ fn big_sessions() -> Vec<Conversation> {
 /// The chunk requests among what the summarizer received (the merge has partials).
 fn chunk_requests(requests: &[SummaryRequest]) -> Vec<&SummaryRequest> {
     requests.iter().filter(|r| !r.is_merge()).collect()
+}
+
+/// Level 1 of ⑤ after chunking: the summaries of chunks 1 to `done` of `n`, in order, then
+/// the note that the rest could not be processed.
+fn assert_partial_summary(outcome: &Outcome, what: &str, done: usize, n: usize) {
+    assert_eq!(
+        recovery_steps(&outcome.report),
+        [(Strategy::Degrade, Some(1), Some(1))],
+        "{what}"
+    );
+    assert!(outcome.report.degraded);
+    let partials: Vec<String> = (1..=done)
+        .map(|i| nine_sections(&format!("CHUNK{i}")))
+        .collect();
+    let expected = format!(
+        "{SUMMARY_PREFIX}\n{}\n\n[partial summary: chunks 1-{done} of {n} summarized; the rest could not be processed]",
+        partials.join("\n\n")
+    );
+    assert_eq!(summaries(&outcome.output), [expected], "{what}");
 }
 
 /// What the chunks hold, checked against the messages they stand for.
@@ -86,18 +105,7 @@ fn a_failed_chunk_leaves_the_chunks_before_it() {
             n,
             "{what}: level 1 needs no further call"
         );
-        assert_eq!(
-            recovery_steps(&outcome.report),
-            [(Strategy::Degrade, Some(1), Some(1))],
-            "{what}"
-        );
-        assert!(outcome.report.degraded);
-        let expected = format!(
-            "{SUMMARY_PREFIX}\n{}\n\n{}\n\n[partial summary: chunks 1-2 of {n} summarized; the rest could not be processed]",
-            nine_sections("CHUNK1"),
-            nine_sections("CHUNK2"),
-        );
-        assert_eq!(summaries(&outcome.output), [expected], "{what}");
+        assert_partial_summary(&outcome, &what, 2, n);
     }
 }
 
@@ -124,17 +132,7 @@ fn a_failed_merge_keeps_every_chunk_summary() {
             .collect();
         assert_eq!(merges[0].partials(), partials, "{what}");
         assert!(merges[0].messages().is_empty());
-        assert_eq!(
-            recovery_steps(&outcome.report),
-            [(Strategy::Degrade, Some(1), Some(1))],
-            "{what}"
-        );
-        assert!(outcome.report.degraded);
-        let expected = format!(
-            "{SUMMARY_PREFIX}\n{}\n\n[partial summary: chunks 1-{n} of {n} summarized; the rest could not be processed]",
-            partials.join("\n\n")
-        );
-        assert_eq!(summaries(&outcome.output), [expected], "{what}");
+        assert_partial_summary(&outcome, &what, n, n);
     }
 }
 

@@ -47,8 +47,7 @@ fn a_long_final_turn_keeps_its_instruction_and_thinking() {
     let body = long_turn();
     let original = parse(&body);
     let budget = Budget::new(2_500, 200);
-    let mut output = original.clone();
-    let report = pollster::block_on(manager.compact_with_summary(&mut output, budget));
+    let (output, report) = invariants::compact(&manager, &original, budget);
     assert!(report.messages_after < report.messages_before);
     // The instruction and the turn's first assistant message, byte for byte.
     let instruction = &original.messages[3];
@@ -63,15 +62,7 @@ fn a_long_final_turn_keeps_its_instruction_and_thinking() {
         report.steps.iter().any(|s| s.inside_current_turn),
         "{report:#?}"
     );
-    let run = Run {
-        manager: &manager,
-        original: &original,
-        output: &output,
-        report: &report,
-        budget,
-    };
-    invariants::check(&run).unwrap();
-    invariants::idempotent(&manager, &output, budget).unwrap();
+    invariants::hold(&Run::new(&manager, &original, &output, &report, budget)).unwrap();
     let write = |c: &Conversation| {
         let options = WriteOptions {
             strip_pins: true,
@@ -112,17 +103,9 @@ fn tool_call_ids_reused_across_turns_pair_with_their_own_call() {
     let manager = ContextManager::new(CascadeConfig::default());
     for window in [2_000, 4_000, 8_000] {
         let budget = Budget::new(window, 0);
-        let mut output = original.clone();
-        let report = pollster::block_on(manager.compact_with_summary(&mut output, budget));
-        let run = Run {
-            manager: &manager,
-            original: &original,
-            output: &output,
-            report: &report,
-            budget,
-        };
-        invariants::check(&run).unwrap_or_else(|e| panic!("{window}: {e}"));
-        invariants::idempotent(&manager, &output, budget).unwrap_or_else(|e| panic!("{e}"));
+        let (output, report) = invariants::compact(&manager, &original, budget);
+        let run = Run::new(&manager, &original, &output, &report, budget);
+        invariants::hold(&run).unwrap_or_else(|e| panic!("{window}: {e}"));
         // A compacted view says which later call superseded it, never a wrong tool.
         for message in &output.messages {
             for result in message.tool_results() {

@@ -8,8 +8,8 @@
 mod common;
 
 use common::degraded::{
-    MODEL, WINDOW, compact, notice_markers, parse, recovery_steps, session_messages, sessions,
-    small_sessions, summaries,
+    MODEL, WINDOW, compact, mentions, notice_markers, parse, recovery_steps, session_messages,
+    sessions, small_sessions, summaries,
 };
 use common::scripted::{FAULTS, SummaryAnswer, all_text, faulty, nine_sections};
 use context_cascade::SUMMARY_PREFIX;
@@ -110,13 +110,7 @@ fn a_fault_then_a_summary_of_the_small_messages_is_level_2() {
             // one user message, OpenAI in one tool message each).
             assert_eq!(tool_notices, tool_outputs, "{what}");
             assert!(!all_text(small).contains("ticket 0: checked"), "{what}");
-            assert!(
-                !outcome
-                    .output
-                    .messages
-                    .iter()
-                    .any(|m| m.text_content().contains("OVERSIZED"))
-            );
+            assert!(!mentions(&outcome.output.messages, "OVERSIZED"));
         }
     }
 }
@@ -146,13 +140,7 @@ fn faults_everywhere_leave_the_bare_notice() {
             assert_eq!(step.messages_added, 1, "{what}");
             // ④ then level 2: two calls, and nothing either answered went in.
             assert_eq!(outcome.requests.len(), 2, "{what}");
-            assert!(
-                !outcome
-                    .output
-                    .messages
-                    .iter()
-                    .any(|m| m.text_content().contains("OVERSIZED"))
-            );
+            assert!(!mentions(&outcome.output.messages, "OVERSIZED"));
         }
     }
 }
@@ -170,10 +158,7 @@ fn a_previous_summary_is_handed_over_not_summarized_again() {
             "{format}"
         );
         assert!(
-            request
-                .messages()
-                .iter()
-                .all(|m| !m.text_content().contains("OLD-SUMMARY")),
+            !mentions(request.messages(), "OLD-SUMMARY"),
             "{format}: the earlier summary went in as a message"
         );
         // The new summary replaces the old one.
@@ -205,13 +190,7 @@ fn level_2_hands_over_the_previous_summary_too() {
                     .is_some_and(|p| p.contains("OLD-SUMMARY")),
                 "{format}"
             );
-            assert!(
-                request
-                    .messages()
-                    .iter()
-                    .all(|m| !m.text_content().contains("OLD-SUMMARY")),
-                "{format}"
-            );
+            assert!(!mentions(request.messages(), "OLD-SUMMARY"), "{format}");
         }
         assert_eq!(
             recovery_steps(&outcome.report),

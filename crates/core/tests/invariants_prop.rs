@@ -231,15 +231,8 @@ fn anthropic(case: &Case) -> Value {
     body
 }
 
-fn cases() -> u32 {
-    std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(48)
-}
-
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(cases()))]
+    #![proptest_config(ProptestConfig::with_cases(common::proptest_cases(48)))]
 
     #[test]
     fn the_seven_invariants_hold(case in case()) {
@@ -248,13 +241,9 @@ proptest! {
         let original = format::parse(body.to_string().as_bytes(), Some(expected)).unwrap();
         let manager = ContextManager::new(CascadeConfig::default());
         let budget = Budget::new(case.window, case.reserve);
-        let mut output = original.clone();
-        let report = pollster::block_on(manager.compact_with_summary(&mut output, budget));
-        let run = Run { manager: &manager, original: &original, output: &output, report: &report, budget };
-        if let Err(e) = invariants::check(&run) {
-            return Err(TestCaseError::fail(format!("{e}\nreport: {}", report.summary_line())));
-        }
-        if let Err(e) = invariants::idempotent(&manager, &output, budget) {
+        let (output, report) = invariants::compact(&manager, &original, budget);
+        let run = Run::new(&manager, &original, &output, &report, budget);
+        if let Err(e) = invariants::hold(&run) {
             return Err(TestCaseError::fail(e));
         }
         if let Err(e) = invariants::deterministic(&run) {

@@ -3,13 +3,13 @@
 // Helpers beside the tests unwrap what a test would: a panic is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use serde_json::{Value, json};
 
-use std::task::{Context, Poll, Waker};
-
-use context_cascade::OfflineSummarizer;
+use common::offline::{run, tokens};
 use context_cascade::estimate::Estimator;
-use context_cascade::summarizer::{Summarizer, SummaryError, SummaryRequest, split_sections};
+use context_cascade::summarizer::{SummaryRequest, split_sections};
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fixtures/transcripts");
 
@@ -58,12 +58,9 @@ fn fixture_file_paths_survive() {
 
 #[test]
 fn every_fixture_keeps_its_paths_at_a_tenth_of_its_size() {
-    let mut names: Vec<String> = std::fs::read_dir(FIXTURES)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n.ends_with(".json"))
+    let names: Vec<String> = (common::transcript_paths().iter())
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
         .collect();
-    names.sort();
     assert!(names.len() >= 5);
     for name in &names {
         let (kept, total, summary) = fixture_paths_kept(name, None);
@@ -74,21 +71,5 @@ fn every_fixture_keeps_its_paths_at_a_tenth_of_its_size() {
             fixture_paths_kept(name, None).2,
             "{name}: deterministic"
         );
-    }
-}
-
-/// Tokens of a summary as the offline summarizer sizes it: the prior with its 10% margin.
-fn tokens(estimator: &Estimator, text: &str) -> u64 {
-    (estimator.text_tokens(text) as f64 * 1.1).ceil() as u64
-}
-
-/// Polls the summarizer's future once: it must be ready immediately.
-fn run(request: &SummaryRequest) -> Result<String, SummaryError> {
-    let summarizer = OfflineSummarizer::default();
-    let mut future = summarizer.summarize(request);
-    let mut cx = Context::from_waker(Waker::noop());
-    match future.as_mut().poll(&mut cx) {
-        Poll::Ready(result) => result,
-        Poll::Pending => panic!("the offline summarizer must be ready at once"),
     }
 }

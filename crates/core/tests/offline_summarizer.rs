@@ -2,7 +2,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, unreachable_pub)] // test code: a failure is a test failure
 
-use std::task::{Context, Poll, Waker};
+mod common;
 
 use serde_json::{Map, Value, json};
 
@@ -13,6 +13,8 @@ use context_cascade::summarizer::{
 };
 use context_cascade::{Block, Message, Role, Shape, ToolCall, ToolResult};
 use context_cascade::{OfflineConfig, OfflineSummarizer};
+
+use common::offline::{run, tokens};
 
 fn user(text: &str) -> Message {
     Message::text(Role::User, text)
@@ -56,22 +58,6 @@ fn updating(messages: Vec<Message>, previous: String, max_tokens: u64) -> Summar
         messages,
         previous_summary: Some(previous),
         max_tokens,
-    }
-}
-
-/// Tokens of a summary as the offline summarizer sizes it: the prior with its 10% margin.
-pub fn tokens(estimator: &Estimator, text: &str) -> u64 {
-    (estimator.text_tokens(text) as f64 * 1.1).ceil() as u64
-}
-
-/// Polls the summarizer's future once: it must be ready immediately.
-pub fn run(request: &SummaryRequest) -> Result<String, SummaryError> {
-    let summarizer = OfflineSummarizer::default();
-    let mut future = summarizer.summarize(request);
-    let mut cx = Context::from_waker(Waker::noop());
-    match future.as_mut().poll(&mut cx) {
-        Poll::Ready(result) => result,
-        Poll::Pending => panic!("the offline summarizer must be ready at once"),
     }
 }
 

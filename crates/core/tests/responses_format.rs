@@ -4,12 +4,19 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, unreachable_pub)] // test code: a failure is a test failure
 
+mod common;
 mod responses_common;
 
 use context_cascade::format::{self, WriteOptions};
 use context_cascade::{Block, CascadeConfig, ContextManager, Format, Role};
-use responses_common::{fixture, fixtures, generated_session, round_trip};
+use responses_common::{fixture, fixtures, generated_session};
 use serde_json::{Value, json};
+
+/// Parses `body` (auto-detected, must be Responses), writes it back, checks the bytes are
+/// the same and returns what was written.
+fn round_trip(body: &Value) -> Value {
+    common::round_trip(body, Format::Responses)
+}
 
 #[test]
 fn every_fixture_round_trips_byte_for_byte() {

@@ -15,15 +15,8 @@ use proptest::prelude::*;
 use responses_common::{check_pairs, check_reasoning, generated_session, input};
 use serde_json::Value;
 
-fn cases() -> u32 {
-    std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(24)
-}
-
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(cases()))]
+    #![proptest_config(ProptestConfig::with_cases(common::proptest_cases(24)))]
 
     #[test]
     fn responses_bodies_keep_the_invariants(
@@ -41,13 +34,9 @@ proptest! {
         prop_assert_eq!(original.format, Format::Responses);
         let manager = ContextManager::new(CascadeConfig::default());
         let budget = Budget::new(window, original.output_reserve());
-        let mut output = original.clone();
-        let report = pollster::block_on(manager.compact_with_summary(&mut output, budget));
-        let run = Run { manager: &manager, original: &original, output: &output, report: &report, budget };
-        if let Err(e) = invariants::check(&run) {
-            return Err(TestCaseError::fail(format!("{e}\nreport: {}", report.summary_line())));
-        }
-        if let Err(e) = invariants::idempotent(&manager, &output, budget) {
+        let (output, report) = invariants::compact(&manager, &original, budget);
+        let run = Run::new(&manager, &original, &output, &report, budget);
+        if let Err(e) = invariants::hold(&run) {
             return Err(TestCaseError::fail(e));
         }
         let bytes = format::to_vec(&output, WriteOptions { strip_pins: true, pretty: false }).unwrap();

@@ -5,22 +5,10 @@
 
 mod common;
 
+use common::round_trip;
 use context_cascade::format::{self, WriteOptions};
 use context_cascade::{Block, Format, Role};
-use serde_json::{Value, json};
-
-fn round_trip(value: &Value, expected: Format) -> Value {
-    let bytes = serde_json::to_vec(value).unwrap();
-    let conversation = format::parse(&bytes, None).unwrap();
-    assert_eq!(conversation.format, expected);
-    let out = format::to_vec(&conversation, WriteOptions::default()).unwrap();
-    assert_eq!(
-        String::from_utf8(out.clone()).unwrap(),
-        String::from_utf8(bytes).unwrap(),
-        "round trip changed the bytes"
-    );
-    serde_json::from_slice(&out).unwrap()
-}
+use serde_json::json;
 
 #[test]
 fn every_fixture_round_trips_in_openai_form() {

@@ -13,6 +13,23 @@ use context_cascade::{Conversation, Format, Message, Role};
 use context_cascade::{Llm, LlmError};
 use serde_json::json;
 
+/// A bare conversation of one user message.
+fn hello() -> Conversation {
+    let mut conversation = Conversation::new(Format::Bare);
+    conversation
+        .messages
+        .push(Message::text(Role::User, "hello"));
+    conversation
+}
+
+/// A chat completion answering "hi" that counted `prompt_tokens`.
+fn hi(prompt_tokens: u64) -> axum::response::Response {
+    common::json(
+        200,
+        json!({"choices": [{"message": {"content": "hi"}}], "usage": {"prompt_tokens": prompt_tokens}}),
+    )
+}
+
 #[test]
 fn calls_work_without_a_tokio_runtime() {
     // The scripted upstream runs on its own runtime's worker threads; this thread never
@@ -29,10 +46,7 @@ fn calls_work_without_a_tokio_runtime() {
                 json!({"choices": [{"message": {"content": summary}, "finish_reason": "stop"}]}),
             )
         } else {
-            common::json(
-                200,
-                json!({"choices": [{"message": {"content": "hi"}}], "usage": {"prompt_tokens": 7}}),
-            )
+            hi(7)
         }
     }));
     assert!(tokio::runtime::Handle::try_current().is_err());
@@ -43,10 +57,7 @@ fn calls_work_without_a_tokio_runtime() {
             .executor(Executor::Dedicated),
     )
     .expect("client");
-    let mut conversation = Conversation::new(Format::Bare);
-    conversation
-        .messages
-        .push(Message::text(Role::User, "hello"));
+    let conversation = hello();
     let completion = futures::executor::block_on(client.call(&conversation)).expect("call");
     assert_eq!(completion.prompt_tokens, Some(7));
 
@@ -82,21 +93,13 @@ fn calls_work_without_a_tokio_runtime() {
 #[test]
 fn a_runtime_given_by_handle_carries_the_calls() {
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
-    let upstream = runtime.block_on(common::start(|_, _| {
-        common::json(
-            200,
-            json!({"choices": [{"message": {"content": "hi"}}], "usage": {"prompt_tokens": 3}}),
-        )
-    }));
+    let upstream = runtime.block_on(common::start(|_, _| hi(3)));
     let client = ChatClient::new(
         ClientConfig::new(Provider::OpenAi, &upstream.base)
             .executor(Executor::Handle(runtime.handle().clone())),
     )
     .expect("client");
-    let mut conversation = Conversation::new(Format::Bare);
-    conversation
-        .messages
-        .push(Message::text(Role::User, "hello"));
+    let conversation = hello();
     let completion = futures::executor::block_on(client.call(&conversation)).expect("call");
     assert_eq!(completion.prompt_tokens, Some(3));
 }

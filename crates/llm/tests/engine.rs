@@ -14,7 +14,7 @@ use cascade_llm::{ChatClient, ClientConfig, LlmSummarizer, Provider, SummarizerP
 use context_cascade::SUMMARY_PREFIX;
 use context_cascade::summarizer::section_heading;
 use context_cascade::{
-    Budget, CascadeConfig, ContextManager, Conversation, Format, Message, Role, Strategy,
+    Budget, CascadeConfig, ContextManager, Conversation, Format, Message, Report, Role, Strategy,
 };
 use serde_json::json;
 
@@ -47,6 +47,18 @@ fn long_conversation(turns: usize) -> Conversation {
     conversation
 }
 
+/// `long_conversation(40)` compacted to a 4,000-token window by the whole cascade, with
+/// `summarizer` behind ④.
+async fn compact_long_conversation(summarizer: LlmSummarizer) -> (Conversation, Report) {
+    let manager =
+        ContextManager::new(CascadeConfig::default()).with_summarizer(Arc::new(summarizer));
+    let mut conversation = long_conversation(40);
+    let report = manager
+        .compact_with_summary(&mut conversation, Budget::new(4_000, 500))
+        .await;
+    (conversation, report)
+}
+
 fn nine_sections() -> String {
     (0..9)
         .map(|i| format!("{}\n- point {i}", section_heading(i)))
@@ -73,12 +85,7 @@ async fn the_engine_writes_the_llm_summary_into_the_conversation() {
     })
     .await;
     let summarizer = LlmSummarizer::new(client(&upstream.base));
-    let manager =
-        ContextManager::new(CascadeConfig::default()).with_summarizer(Arc::new(summarizer));
-    let mut conversation = long_conversation(40);
-    let report = manager
-        .compact_with_summary(&mut conversation, Budget::new(4_000, 500))
-        .await;
+    let (conversation, report) = compact_long_conversation(summarizer).await;
 
     assert!(report.fits, "{report:?}");
     assert!(!report.degraded, "{report:?}");
@@ -119,12 +126,7 @@ async fn a_dead_summarizer_degrades_without_failing_the_compaction() {
             ..SummarizerPolicy::default()
         },
     );
-    let manager =
-        ContextManager::new(CascadeConfig::default()).with_summarizer(Arc::new(summarizer));
-    let mut conversation = long_conversation(40);
-    let report = manager
-        .compact_with_summary(&mut conversation, Budget::new(4_000, 500))
-        .await;
+    let (_, report) = compact_long_conversation(summarizer).await;
     assert!(report.fits, "{report:?}");
     assert!(report.degraded);
     // Each summarize call is tried twice (one retry); the breaker stops the calls after 3

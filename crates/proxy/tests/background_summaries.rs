@@ -105,12 +105,7 @@ async fn calls_at_the_compaction_turn(background: bool) -> (usize, Arc<AppState>
     let client = reqwest::Client::new();
     for turn in 1..40 {
         let before = summaries.load(Ordering::SeqCst);
-        let response = client
-            .post(format!("{proxy}/v1/chat/completions"))
-            .json(&session(turn))
-            .send()
-            .await
-            .unwrap();
+        let response = common::send_chat(&client, &proxy, &session(turn)).await;
         assert!(response.status().is_success(), "turn {turn}");
         let report = (response.headers().get(REPORT_HEADER))
             .and_then(|v| v.to_str().ok())
@@ -209,12 +204,7 @@ fn past_the_pre_threshold(responses: bool) -> usize {
 
 /// Sends `body` to the proxy's chat route; the answer must be a success.
 async fn post_chat(client: &reqwest::Client, proxy: &str, body: &Value) {
-    let response = client
-        .post(format!("{proxy}/v1/chat/completions"))
-        .json(body)
-        .send()
-        .await
-        .unwrap();
+    let response = common::send_chat(client, proxy, body).await;
     assert!(response.status().is_success());
 }
 

@@ -50,22 +50,12 @@ async fn junk_model_names_do_not_become_metric_series() {
     let client = reqwest::Client::new();
     for i in 0..300 {
         let body = json!({"model": format!("junk-{i}-zz"), "messages": [{"role": "user", "content": "hello there"}]});
-        let r = client
-            .post(format!("{proxy}/v1/chat/completions"))
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
+        let r = common::send_chat(&client, &proxy, &body).await;
         assert_eq!(r.status(), 200);
     }
     let known =
         json!({"model": "gpt-4o", "messages": [{"role": "user", "content": "hello there"}]});
-    let r = client
-        .post(format!("{proxy}/v1/chat/completions"))
-        .json(&known)
-        .send()
-        .await
-        .unwrap();
+    let r = common::send_chat(&client, &proxy, &known).await;
     assert_eq!(r.status(), 200);
     let text = client
         .get(format!("{proxy}/metrics"))

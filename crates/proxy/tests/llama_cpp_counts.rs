@@ -74,12 +74,7 @@ async fn twice(proxy: &str, body: &Value) -> Vec<String> {
     let client = reqwest::Client::new();
     let mut reports = Vec::new();
     for _ in 0..2 {
-        let response = client
-            .post(format!("{proxy}/v1/chat/completions"))
-            .json(body)
-            .send()
-            .await
-            .unwrap();
+        let response = common::send_chat(&client, proxy, body).await;
         assert!(response.status().is_success());
         reports.push(
             (response.headers().get(REPORT_HEADER))

@@ -51,6 +51,15 @@ async fn non_overflow_errors_pass_through_unchanged() {
     assert_eq!(h.state.metrics().overflow_errors, 0);
 }
 
+/// A 400 whose OpenAI-shaped error message names `what` was wrong.
+fn assert_refused(status: u16, error: &Value, what: &str) {
+    assert_eq!(status, 400);
+    assert!(
+        error["error"]["message"].as_str().unwrap().contains(what),
+        "{error}"
+    );
+}
+
 #[tokio::test]
 async fn bad_requests_get_400_and_413_in_the_formats_shape() {
     let h = start(Script::new(1_000_000), |c| {
@@ -77,14 +86,7 @@ async fn bad_requests_get_400_and_413_in_the_formats_shape() {
         b"{\"model\": \"m\", \"messages\": [".to_vec(),
     )
     .await;
-    assert_eq!(status, 400);
-    assert!(
-        error["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("invalid JSON"),
-        "{error}"
-    );
+    assert_refused(status, &error, "invalid JSON");
     let (status, error) = send("/v1/messages", b"{not json".to_vec()).await;
     assert_eq!(status, 400);
     assert_eq!(error["type"], "error");
@@ -94,14 +96,7 @@ async fn bad_requests_get_400_and_413_in_the_formats_shape() {
         br#"{"model": "m", "messages": {"role": "user"}}"#.to_vec(),
     )
     .await;
-    assert_eq!(status, 400);
-    assert!(
-        error["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("$.messages"),
-        "{error}"
-    );
+    assert_refused(status, &error, "$.messages");
     let big =
         serde_json::to_vec(&json!({"model": "m", "messages": history(2, 1000, LAST)})).unwrap();
     let (status, error) = send("/v1/messages", big).await;
@@ -125,12 +120,7 @@ async fn unreachable_upstream_gives_502() {
     let (proxy, _state) = common::start_proxy(config).await;
     let client = reqwest::Client::new();
     let body = json!({"model": "gpt-4o", "messages": history(1, 50, LAST)});
-    let r = client
-        .post(format!("{proxy}/v1/chat/completions"))
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
+    let r = common::send_chat(&client, &proxy, &body).await;
     assert_eq!(r.status(), 502);
     let error: Value = r.json().await.unwrap();
     assert!(
@@ -216,25 +206,11 @@ async fn untouched_requests_go_upstream_byte_for_byte() {
     let h = start(Script::new(1_000_000), |c| c.window.force = Some(128_000)).await;
     // Unusual spacing and key order: kept as the client wrote them.
     let raw = "{ \"messages\":[{\"content\":\"hi\",  \"role\":\"user\"}], \"model\":\"gpt-4o\" }";
-    let response = h
-        .client
-        .post(format!("{}/v1/chat/completions", h.proxy))
-        .header("content-type", "application/json")
-        .body(raw)
-        .send()
-        .await
-        .unwrap();
+    let response = common::post_raw(&h, "/v1/chat/completions", raw).await;
     assert_eq!(response.status(), 200);
     // A pinned message must lose its marker: re-written.
     let pinned = r#"{"model":"gpt-4o","messages":[{"role":"user","content":"hi","_pin":true}]}"#;
-    let response = h
-        .client
-        .post(format!("{}/v1/chat/completions", h.proxy))
-        .header("content-type", "application/json")
-        .body(pinned)
-        .send()
-        .await
-        .unwrap();
+    let response = common::post_raw(&h, "/v1/chat/completions", pinned).await;
     assert_eq!(response.status(), 200);
     let seen = h.script.seen();
     assert_eq!(&seen[0].body[..], raw.as_bytes());

@@ -25,17 +25,12 @@ async fn openai_overflow_is_recovered_by_pruning() {
     let text = answer["choices"][0]["message"]["content"].as_str().unwrap();
     assert!(text.contains(LAST), "{text}");
 
-    let seen = h.script.seen();
-    assert_eq!(
-        seen.iter().map(|s| s.status).collect::<Vec<_>>(),
-        vec![400, 200]
-    );
-    let sent: Value = serde_json::from_slice(&seen[1].body).unwrap();
+    let sent = common::recovered_request(&h);
     let messages = sent["messages"].as_array().unwrap();
     assert_eq!(messages.last().unwrap()["content"], LAST);
     assert_eq!(messages[0]["role"], "system");
     assert!(sent.to_string().contains("earlier messages removed"));
-    assert!(!String::from_utf8_lossy(&seen[1].body).contains("_pin"));
+    assert!(!String::from_utf8_lossy(&h.script.seen()[1].body).contains("_pin"));
 
     let m = h.state.metrics();
     assert_eq!(
@@ -75,12 +70,7 @@ async fn anthropic_streaming_overflow_is_recovered() {
         .filter_map(|v| v["delta"]["text"].as_str().map(str::to_owned))
         .collect();
     assert!(words.contains(LAST), "{words}");
-    let seen = h.script.seen();
-    assert_eq!(
-        seen.iter().map(|s| s.status).collect::<Vec<_>>(),
-        vec![400, 200]
-    );
-    let sent: Value = serde_json::from_slice(&seen[1].body).unwrap();
+    let sent = common::recovered_request(&h);
     assert_eq!(sent["system"], "You are a careful coding agent.");
     // Usage in the stream fed the calibration of the model.
     let scale = h
@@ -149,13 +139,7 @@ async fn llm_summarizer_is_used_when_configured() {
     config.summarizer.model = Some("summarizer-model".into());
     let (proxy, state) = common::start_proxy(config).await;
     let body = json!({"model": "gpt-4o", "messages": history(10, 3000, LAST)});
-    let response = h
-        .client
-        .post(format!("{proxy}/v1/chat/completions"))
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
+    let response = common::send_chat(&h.client, &proxy, &body).await;
     assert_eq!(response.status(), 200);
     let seen = h.script.seen();
     let summarizer_calls: Vec<Value> = seen

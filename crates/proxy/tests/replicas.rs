@@ -94,12 +94,7 @@ async fn send_call(cluster: &Cluster, messages: &[Value], k: usize, end: usize) 
         // An agent's output reserve; the prose window is too small for one.
         body["max_tokens"] = json!(4096);
     }
-    let response = (cluster.client)
-        .post(format!("{proxy}/v1/chat/completions"))
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
+    let response = common::send_chat(&cluster.client, proxy, &body).await;
     assert_eq!(response.status(), 200, "call {k} ending at message {end}");
     let steps = response.headers().get("x-context-cascade");
     if let Some(steps) = steps
@@ -222,12 +217,7 @@ async fn two_replicas_on_redis_continue_a_session_like_one() {
     let later = common::history(2, 100, "Which key do we use for staging?");
     let second = json!({"model": "gpt-4o", "messages": later});
     for (proxy, body) in [(&pair.proxies[0], &first), (&pair.proxies[1], &second)] {
-        let response = (pair.client)
-            .post(format!("{proxy}/v1/chat/completions"))
-            .json(body)
-            .send()
-            .await
-            .unwrap();
+        let response = common::send_chat(&pair.client, proxy, body).await;
         assert_eq!(response.status(), 200);
     }
     let last = pair.script.seen().pop().unwrap();

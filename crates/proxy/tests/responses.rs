@@ -38,12 +38,7 @@ async fn a_responses_overflow_is_recovered() {
     let answer: Value = response.json().await.unwrap();
     let text = answer["output"][0]["content"][0]["text"].as_str().unwrap();
     assert!(text.contains(LAST), "{text}");
-    let seen = h.script.seen();
-    assert_eq!(
-        seen.iter().map(|s| s.status).collect::<Vec<_>>(),
-        vec![400, 200]
-    );
-    let sent: Value = serde_json::from_slice(&seen[1].body).unwrap();
+    let sent = common::recovered_request(&h);
     assert!(sent["instructions"].is_string());
     assert_eq!(
         sent["input"].as_array().unwrap().last().unwrap()["content"],

@@ -124,42 +124,26 @@ async fn window_is_discovered_from_llama_cpp_props() {
 
 #[tokio::test]
 async fn calibration_survives_a_restart() {
-    let path = std::env::temp_dir().join(format!("cascade-proxy-test-{}.db", std::process::id()));
-    let _ = std::fs::remove_file(&path);
-    let _ = std::fs::remove_file(cascade_proxy::tenancy::secret_path(&path));
-    let db = path.clone();
-    let h = start(Script::new(1_000_000), move |c| {
-        c.window.force = Some(128_000);
-        c.state.path = db;
-    })
-    .await;
+    let db = common::TempDb::new("test");
+    let h = common::start_on_disk(Script::new(1_000_000), &db, 128_000).await;
     let body = json!({"model": "gpt-4o", "messages": history(3, 400, LAST)});
     assert_eq!(post(&h, "/v1/chat/completions", &body).await.status(), 200);
     let before = h.state.manager().calibration().get("gpt-4o").unwrap();
     let mut config = cascade_proxy::ProxyConfig::new(h.upstream.clone());
-    config.state.path = path.clone();
+    config.state.path = db.path.clone();
     let restarted = cascade_proxy::AppState::new(config).unwrap();
     assert_eq!(
         restarted.manager().calibration().get("gpt-4o"),
         Some(before)
     );
-    let _ = std::fs::remove_file(&path);
-    let _ = std::fs::remove_file(cascade_proxy::tenancy::secret_path(&path));
 }
 
 #[tokio::test]
 async fn sticky_prefix_survives_a_restart() {
-    let path = std::env::temp_dir().join(format!("cascade-proxy-sticky-{}.db", std::process::id()));
-    let _ = std::fs::remove_file(&path);
-    let _ = std::fs::remove_file(cascade_proxy::tenancy::secret_path(&path));
-    let db = path.clone();
+    let db = common::TempDb::new("sticky");
     let mut script = Script::new(1_000_000);
     script.report_usage = false;
-    let h = start(script, move |c| {
-        c.window.force = Some(8000);
-        c.state.path = db;
-    })
-    .await;
+    let h = common::start_on_disk(script, &db, 8000).await;
     let mut messages = history(12, 1500, LAST);
     let first = json!({"model": "gpt-4o", "messages": messages.clone()});
     let response = post(&h, "/v1/chat/completions", &first).await;
@@ -168,11 +152,8 @@ async fn sticky_prefix_survives_a_restart() {
         "compaction needed"
     );
     // Let the background write of the sticky prefix land before the restart.
-    let mut config = cascade_proxy::ProxyConfig::new(h.upstream.clone());
-    config.state.path = path.clone();
-    config.window.force = Some(8000);
-    config.window.discover = false;
-    let store = cascade_proxy::store::SqliteStore::open(&path, Default::default()).unwrap();
+    let config = common::restart_config(&h, &db, 8000);
+    let store = cascade_proxy::store::SqliteStore::open(&db.path, Default::default()).unwrap();
     for _ in 0..500 {
         if store.session_count().unwrap() > 0 {
             break;
@@ -183,12 +164,8 @@ async fn sticky_prefix_survives_a_restart() {
     messages.push(json!({"role": "assistant", "content": "Fixed the index."}));
     messages.push(json!({"role": "user", "content": "Thanks, now run the tests."}));
     let second = json!({"model": "gpt-4o", "messages": messages});
-    let response = h
-        .client
-        .post(format!("{proxy}/v1/chat/completions"))
-        // The same credential as the first request: the state is the credential's own.
-        .header("authorization", "Bearer sk-test-123")
-        .header("x-api-key", "ant-test-456")
+    // The same credential as the first request: the state is the credential's own.
+    let response = common::keyed_post(&h.client, format!("{proxy}/v1/chat/completions"))
         .json(&second)
         .send()
         .await
@@ -208,24 +185,14 @@ async fn sticky_prefix_survives_a_restart() {
         &p[..],
         "the restarted proxy re-applied the same compaction"
     );
-    let _ = std::fs::remove_file(&path);
-    let _ = std::fs::remove_file(cascade_proxy::tenancy::secret_path(&path));
 }
 
 #[tokio::test]
 async fn summary_cache_survives_a_restart() {
-    let path =
-        std::env::temp_dir().join(format!("cascade-proxy-summaries-{}.db", std::process::id()));
-    let _ = std::fs::remove_file(&path);
-    let _ = std::fs::remove_file(cascade_proxy::tenancy::secret_path(&path));
-    let db = path.clone();
+    let db = common::TempDb::new("summaries");
     let mut script = Script::new(1_000_000);
     script.report_usage = false;
-    let h = start(script, move |c| {
-        c.window.force = Some(4000);
-        c.state.path = db;
-    })
-    .await;
+    let h = common::start_on_disk(script, &db, 4000).await;
     let body = json!({"model": "gpt-4o", "messages": history(10, 3000, LAST)});
     let first = post(&h, "/v1/chat/completions", &body).await;
     assert!(
@@ -236,19 +203,12 @@ async fn summary_cache_survives_a_restart() {
     );
     assert!(h.state.metrics().summary_misses >= 1);
 
-    let mut config = cascade_proxy::ProxyConfig::new(h.upstream.clone());
-    config.state.path = path.clone();
-    config.window.force = Some(4000);
-    config.window.discover = false;
+    let config = common::restart_config(&h, &db, 4000);
     let (proxy, state) = common::start_proxy(config).await;
     // Another conversation name, so that the sticky prefix does not answer instead.
-    let second = h
-        .client
-        .post(format!("{proxy}/v1/chat/completions"))
+    // The same credential as the first request: summaries are the credential's own.
+    let second = common::keyed_post(&h.client, format!("{proxy}/v1/chat/completions"))
         .header("x-cascade-session", "after-restart")
-        // The same credential as the first request: summaries are the credential's own.
-        .header("authorization", "Bearer sk-test-123")
-        .header("x-api-key", "ant-test-456")
         .json(&body)
         .send()
         .await
@@ -258,6 +218,4 @@ async fn summary_cache_survives_a_restart() {
     assert!(m.summary_hits >= 1 && m.summary_misses == 0, "{m:?}");
     let seen = h.script.seen();
     assert_eq!(seen[0].body, seen[1].body);
-    let _ = std::fs::remove_file(&path);
-    let _ = std::fs::remove_file(cascade_proxy::tenancy::secret_path(&path));
 }

@@ -3,7 +3,8 @@
 //! What the tests of cascade-llm, cascade-proxy and the `cascade` CLI share instead of
 //! copying: the path of the vendored fixtures, the overflow error bodies real providers send
 //! (read from `fixtures/overflow-errors.json`, not written by hand), and one scripted HTTP
-//! upstream on loopback ([`upstream`]).
+//! upstream on loopback ([`upstream`]), and a generated tool-reading session
+//! ([`tool_session_body`]).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test support: a failure is a test failure
 
@@ -23,6 +24,25 @@ pub fn fixtures_dir() -> PathBuf {
 /// A file under `fixtures/`.
 pub fn fixture(relative: &str) -> PathBuf {
     fixtures_dir().join(relative)
+}
+
+/// An OpenAI body of a coding agent reading files: a system prompt and a request, then
+/// `turns` calls of `read_file` on `src/f{i}.rs`, each answered with about `output_chars`
+/// characters of code. Every call point but the first follows a tool result.
+pub fn tool_session_body(turns: usize, output_chars: usize) -> serde_json::Value {
+    let mut messages = vec![
+        serde_json::json!({"role": "system", "content": "You are a coding agent."}),
+        serde_json::json!({"role": "user", "content": "Read every file and fix the bug."}),
+    ];
+    for i in 0..turns {
+        let id = format!("call_{i}");
+        messages.push(serde_json::json!({"role": "assistant", "content": null,
+            "tool_calls": [{"id": id, "type": "function", "function": {
+                "name": "read_file", "arguments": format!("{{\"path\":\"src/f{i}.rs\"}}")}}]}));
+        messages.push(serde_json::json!({"role": "tool", "tool_call_id": id,
+            "content": format!("// file {i}\n{}", "let x = 1;\n".repeat(output_chars / 11))}));
+    }
+    serde_json::json!({"model": "gpt-4o", "messages": messages})
 }
 
 /// The nine-section summary a model would write (what the LLM summarizer accepts):

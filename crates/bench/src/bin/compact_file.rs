@@ -12,7 +12,7 @@
 
 use std::time::Instant;
 
-use context_cascade::format::{self, WriteOptions};
+use context_cascade::format;
 use context_cascade::{Budget, CascadeConfig, ContextManager};
 use serde_json::json;
 
@@ -95,14 +95,7 @@ fn run() -> Result<(), String> {
         } else {
             pollster::block_on(manager.compact_with_summary(&mut conversation, budget))
         };
-        let out = format::to_vec(
-            &conversation,
-            WriteOptions {
-                strip_pins: true,
-                pretty: false,
-            },
-        )
-        .map_err(|e| e.to_string())?;
+        let out = cascade_bench::upstream_bytes(&conversation)?;
         times.push(start.elapsed().as_secs_f64() * 1e3);
         last = Some((out, report, messages_before));
     }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use context_cascade::SUMMARY_PREFIX;
 use context_cascade::summarizer::SummaryRequest;
 use context_cascade::{
-    Budget, CascadeConfig, ContextManager, Conversation, Report, Strategy, format,
+    Budget, CascadeConfig, ContextManager, Conversation, Message, Report, Strategy, format,
 };
 use serde_json::{Value, json};
 
@@ -101,6 +101,11 @@ pub struct Outcome {
     pub requests: Vec<SummaryRequest>,
 }
 
+/// Whether any of `messages` holds `text`.
+pub fn mentions(messages: &[Message], text: &str) -> bool {
+    messages.iter().any(|m| m.text_content().contains(text))
+}
+
 /// Runs the whole cascade with a scripted summarizer and checks the invariants.
 pub fn compact<F>(original: &Conversation, window: u64, script: F) -> Outcome
 where
@@ -109,18 +114,10 @@ where
     let summarizer = Arc::new(ScriptedSummarizer::new(script));
     let manager = ContextManager::new(CascadeConfig::default()).with_summarizer(summarizer.clone());
     let budget = budget(&manager, original, window);
-    let mut output = original.clone();
-    let report = pollster::block_on(manager.compact_with_summary(&mut output, budget));
-    let run = Run {
-        manager: &manager,
-        original,
-        output: &output,
-        report: &report,
-        budget,
-    };
+    let (output, report) = invariants::compact(&manager, original, budget);
     let format = original.format.as_str();
-    invariants::check(&run).unwrap_or_else(|e| panic!("{format}: {e}\n{report:#?}"));
-    invariants::idempotent(&manager, &output, budget).unwrap_or_else(|e| panic!("{format}: {e}"));
+    invariants::hold(&Run::new(&manager, original, &output, &report, budget))
+        .unwrap_or_else(|e| panic!("{format}: {e}\n{report:#?}"));
     assert!(report.fits, "{format}: {report:#?}");
     Outcome {
         output,

@@ -14,6 +14,43 @@ pub struct Run<'a> {
     pub budget: Budget,
 }
 
+impl<'a> Run<'a> {
+    pub fn new(
+        manager: &'a ContextManager,
+        original: &'a Conversation,
+        output: &'a Conversation,
+        report: &'a Report,
+        budget: Budget,
+    ) -> Self {
+        Run {
+            manager,
+            original,
+            output,
+            report,
+            budget,
+        }
+    }
+}
+
+/// A copy of `original` compacted at `budget` by the whole cascade (`compact_with_summary`,
+/// the path the invariants are stated for), and its report.
+pub fn compact(
+    manager: &ContextManager,
+    original: &Conversation,
+    budget: Budget,
+) -> (Conversation, Report) {
+    let mut output = original.clone();
+    let report = pollster::block_on(manager.compact_with_summary(&mut output, budget));
+    (output, report)
+}
+
+/// Invariants 1–6: [`check`], then [`idempotent`]. A violation of the first comes with the
+/// report's summary line.
+pub fn hold(run: &Run<'_>) -> Result<(), String> {
+    check(run).map_err(|e| format!("{e}\nreport: {}", run.report.summary_line()))?;
+    idempotent(run.manager, run.output, run.budget)
+}
+
 /// Checks invariants 1–5, 7 and the first half of 8 (6 and the rest of 8 need another run:
 /// see [`idempotent`] and [`deterministic`]).
 pub fn check(run: &Run<'_>) -> Result<(), String> {

@@ -13,14 +13,45 @@ use context_cascade::estimate::{ClassCounts, Weights};
 use context_cascade::summarizer::{Summarizer, SummaryError, SummaryRequest};
 use context_cascade::{Completion, Llm, LlmError};
 
+/// What both doubles do: answer `script(call_index, input)` (0-based) and keep a copy of
+/// every input, in order.
+struct Recording<I, F> {
+    script: F,
+    inputs: Mutex<Vec<I>>,
+}
+
+impl<I: Clone, F> Recording<I, F> {
+    fn new(script: F) -> Self {
+        Recording {
+            script,
+            inputs: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn answer<A>(&self, input: &I) -> A
+    where
+        F: Fn(usize, &I) -> A,
+    {
+        let index = {
+            let mut inputs = self.inputs.lock().unwrap();
+            inputs.push(input.clone());
+            inputs.len() - 1
+        };
+        (self.script)(index, input)
+    }
+
+    fn inputs(&self) -> Vec<I> {
+        self.inputs.lock().unwrap().clone()
+    }
+}
+
 /// The answer of one scripted LLM call.
 pub type LlmAnswer = Result<Completion<String>, LlmError>;
 
 /// An `Llm` whose answers come from `script(call_index, conversation)` (0-based), and that
 /// keeps a copy of every conversation it was sent.
 pub struct ScriptedLlm<F> {
-    script: F,
-    received: Mutex<Vec<Conversation>>,
+    recording: Recording<Conversation, F>,
 }
 
 impl<F> ScriptedLlm<F>
@@ -29,19 +60,18 @@ where
 {
     pub fn new(script: F) -> Self {
         ScriptedLlm {
-            script,
-            received: Mutex::new(Vec::new()),
+            recording: Recording::new(script),
         }
     }
 
     /// Every conversation sent so far, in order.
     pub fn received(&self) -> Vec<Conversation> {
-        self.received.lock().unwrap().clone()
+        self.recording.inputs()
     }
 
     /// How many calls were made.
     pub fn calls(&self) -> usize {
-        self.received.lock().unwrap().len()
+        self.recording.inputs.lock().unwrap().len()
     }
 }
 
@@ -52,13 +82,7 @@ where
     type Output = String;
 
     fn call<'a>(&'a self, conversation: &'a Conversation) -> BoxFuture<'a, LlmAnswer> {
-        let index = {
-            let mut received = self.received.lock().unwrap();
-            received.push(conversation.clone());
-            received.len() - 1
-        };
-        let answer = (self.script)(index, conversation);
-        Box::pin(std::future::ready(answer))
+        Box::pin(std::future::ready(self.recording.answer(conversation)))
     }
 }
 
@@ -139,8 +163,7 @@ pub type SummaryAnswer = Result<String, SummaryError>;
 /// A `Summarizer` whose answers come from `script(call_index, request)` (0-based, in the
 /// order the engine asks: chunks in order, then the merge), and that keeps every request.
 pub struct ScriptedSummarizer<F> {
-    script: F,
-    requests: Mutex<Vec<SummaryRequest>>,
+    recording: Recording<SummaryRequest, F>,
 }
 
 impl<F> ScriptedSummarizer<F>
@@ -149,14 +172,13 @@ where
 {
     pub fn new(script: F) -> Self {
         ScriptedSummarizer {
-            script,
-            requests: Mutex::new(Vec::new()),
+            recording: Recording::new(script),
         }
     }
 
     /// Every request received so far, in order.
     pub fn requests(&self) -> Vec<SummaryRequest> {
-        self.requests.lock().unwrap().clone()
+        self.recording.inputs()
     }
 }
 
@@ -169,13 +191,7 @@ where
     }
 
     fn summarize<'a>(&'a self, request: &'a SummaryRequest) -> BoxFuture<'a, SummaryAnswer> {
-        let index = {
-            let mut requests = self.requests.lock().unwrap();
-            requests.push(request.clone());
-            requests.len() - 1
-        };
-        let answer = (self.script)(index, request);
-        Box::pin(std::future::ready(answer))
+        Box::pin(std::future::ready(self.recording.answer(request)))
     }
 }
 

@@ -1,11 +1,9 @@
-//! Helpers of the Responses tests: the hand-made fixtures, a byte-level round trip, and
-//! generated Codex-like sessions of any length.
+//! Helpers of the Responses tests: the hand-made fixtures and generated Codex-like sessions
+//! of any length.
 #![allow(dead_code)]
 
 use std::collections::{HashMap, HashSet};
 
-use context_cascade::Format;
-use context_cascade::format::{self, WriteOptions};
 use serde_json::{Value, json};
 
 /// `fixtures/responses/` at the repository root.
@@ -34,21 +32,6 @@ pub fn fixtures() -> Vec<(String, Value)> {
         .into_iter()
         .map(|s| (s.clone(), fixture(&s)))
         .collect()
-}
-
-/// Parses `body` (auto-detected, must be Responses), writes it back, checks the bytes are
-/// the same and returns what was written.
-pub fn round_trip(body: &Value) -> Value {
-    let bytes = serde_json::to_vec(body).unwrap();
-    let conversation = format::parse(&bytes, None).unwrap();
-    assert_eq!(conversation.format, Format::Responses);
-    let out = format::to_vec(&conversation, WriteOptions::default()).unwrap();
-    assert_eq!(
-        String::from_utf8(out.clone()).unwrap(),
-        String::from_utf8(bytes).unwrap(),
-        "round trip changed the bytes"
-    );
-    serde_json::from_slice(&out).unwrap()
 }
 
 /// A deterministic pseudo-random sequence (no dependency, same on every machine).

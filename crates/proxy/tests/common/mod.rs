@@ -11,6 +11,7 @@ use cascade_proxy::config::IN_MEMORY_DB;
 use cascade_proxy::{AppState, ProxyConfig, serve_state};
 use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 
 use context_cascade::{Role, replay};
 use serde_json::value::RawValue;
@@ -105,15 +106,102 @@ pub const LAST: &str = "Now fix the parser and tell me what changed.";
 
 /// POSTs `body` to the proxy with the keys of both providers, as an SDK would.
 pub async fn post(h: &Harness, path: &str, body: &Value) -> reqwest::Response {
-    h.client
-        .post(format!("{}{path}", h.proxy))
-        .header("authorization", "Bearer sk-test-123")
-        .header("x-api-key", "ant-test-456")
+    keyed_post(&h.client, format!("{}{path}", h.proxy))
         .header("anthropic-version", "2023-06-01")
         .json(body)
         .send()
         .await
         .unwrap()
+}
+
+/// A POST to `url` with the keys `post` sends: a proxy restarted on the same database finds
+/// the state of the same tenant.
+pub fn keyed_post(client: &reqwest::Client, url: String) -> reqwest::RequestBuilder {
+    client
+        .post(url)
+        .header("authorization", "Bearer sk-test-123")
+        .header("x-api-key", "ant-test-456")
+}
+
+/// POSTs `body` to the proxy at `proxy` as a Chat Completions request without credentials.
+pub async fn send_chat(client: &reqwest::Client, proxy: &str, body: &Value) -> reqwest::Response {
+    client
+        .post(format!("{proxy}/v1/chat/completions"))
+        .json(body)
+        .send()
+        .await
+        .unwrap()
+}
+
+/// POSTs `body` to the proxy exactly as written, as a JSON request.
+pub async fn post_raw(h: &Harness, path: &str, body: &'static str) -> reqwest::Response {
+    h.client
+        .post(format!("{}{path}", h.proxy))
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .unwrap()
+}
+
+/// The second request the upstream saw, as sent, after checking that it refused the first
+/// (an overflow) and answered the second (the recovered request).
+pub fn recovered_request(h: &Harness) -> Value {
+    let seen = h.script.seen();
+    assert_eq!(
+        seen.iter().map(|s| s.status).collect::<Vec<_>>(),
+        vec![400, 200]
+    );
+    serde_json::from_slice(&seen[1].body).unwrap()
+}
+
+/// A SQLite database file of one test, under the system's temporary folder: removed, with
+/// the tenancy secret beside it, when made (a previous run's) and when dropped.
+pub struct TempDb {
+    pub path: PathBuf,
+}
+
+impl TempDb {
+    pub fn new(name: &str) -> TempDb {
+        let name = format!("cascade-proxy-{name}-{}.db", std::process::id());
+        let db = TempDb {
+            path: std::env::temp_dir().join(name),
+        };
+        db.remove();
+        db
+    }
+
+    fn remove(&self) {
+        let _ = std::fs::remove_file(&self.path);
+        let _ = std::fs::remove_file(cascade_proxy::tenancy::secret_path(&self.path));
+    }
+}
+
+impl Drop for TempDb {
+    fn drop(&mut self) {
+        self.remove();
+    }
+}
+
+/// Starts the scripted upstream and a proxy with its database in `db` and the window
+/// `window`, so that a restart on the same file can be tested.
+pub async fn start_on_disk(script: Script, db: &TempDb, window: u64) -> Harness {
+    let path = db.path.clone();
+    start(script, move |c| {
+        c.window.force = Some(window);
+        c.state.path = path;
+    })
+    .await
+}
+
+/// The config of a proxy restarted on `db` in front of `h`'s upstream, with the window
+/// `window` and no discovery, as `start` configures the first one.
+pub fn restart_config(h: &Harness, db: &TempDb, window: u64) -> ProxyConfig {
+    let mut config = ProxyConfig::new(h.upstream.clone());
+    config.state.path = db.path.clone();
+    config.window.force = Some(window);
+    config.window.discover = false;
+    config
 }
 
 /// The messages of a vendored fixture transcript (`fixtures/transcripts/NAME`).

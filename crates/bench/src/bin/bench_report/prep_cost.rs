@@ -81,14 +81,7 @@ fn layers(
 ) -> Result<(usize, u64, String), String> {
     let mut conversation = format::parse(bytes, None).map_err(|e| e.to_string())?;
     let report = manager.compact(&mut conversation, budget);
-    let out = format::to_vec(
-        &conversation,
-        WriteOptions {
-            strip_pins: true,
-            pretty: false,
-        },
-    )
-    .map_err(|e| e.to_string())?;
+    let out = cascade_bench::upstream_bytes(&conversation)?;
     Ok((out.len(), report.tokens_after, report.summary_line()))
 }
 
