@@ -23,7 +23,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use crate::commands::{classify, compact, inspect, models, proxy, replay};
+use crate::commands::{classify, compact, config, inspect, models, proxy, replay};
 use crate::error::CliError;
 
 /// Keep long LLM agent conversations inside the model's context window.
@@ -48,6 +48,8 @@ enum Command {
     Classify(classify::ClassifyArgs),
     /// Run the transparent proxy: any agent, OpenAI- or Anthropic-compatible, streaming.
     Proxy(proxy::ProxyArgs),
+    /// Print the proxy's effective settings and where each came from (default, file, flag).
+    Config(config::ConfigArgs),
 }
 
 fn main() -> ExitCode {
@@ -60,6 +62,7 @@ fn main() -> ExitCode {
         Command::Compact(args) => compact::run(args),
         Command::Replay(args) => replay::run(args),
         Command::Proxy(args) => proxy::run(args),
+        Command::Config(args) => config::run(args),
     };
     finish(result)
 }

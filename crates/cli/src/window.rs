@@ -1,14 +1,25 @@
-//! Which window a command works against: `--window`, else the catalog entry of `--model`
-//! or of the body's `model`, else the catalog's default (with a warning).
+//! Which window a command works against: `--window`, else the `--config` file's
+//! `[window]`, else the catalog entry of `--model` or of the body's `model` (with the file's
+//! `[[model]]` entries), else the catalog's default (with a warning). The file's `[cascade]`
+//! table configures the engine: the same schema the proxy reads.
 
+use std::path::PathBuf;
+
+use cascade_proxy::ProxyConfig;
 use context_cascade::Budget;
 use context_cascade::catalog::{Catalog, DEFAULT_CONTEXT_WINDOW, MatchKind, ModelEntry};
 use context_cascade::estimate::ClassCounts;
 use context_cascade::{CascadeConfig, ContextManager, Conversation};
 
-/// The window flags shared by `inspect`, `compact` and `replay`.
+use crate::error::CliError;
+
+/// The window flags shared by `inspect`, `compact` and `replay`, and the config file.
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct WindowArgs {
+    /// TOML config file, the proxy's (docs/configuration.md): its `[cascade]` settings,
+    /// `[window]` and `[[model]]` entries apply.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) config: Option<PathBuf>,
     /// Context window in tokens (takes precedence over the catalog).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub(crate) window: Option<u64>,
@@ -38,8 +49,8 @@ fn clearly_untouched(
         .map(|r| estimator.tokens_of(&ClassCounts::of_blocks(&r.content)))
         .max()
         .unwrap_or(0);
-    up(manager.estimate(conversation)) <= budget.share(config.headroom_ratio) as f64
-        && up(largest) <= budget.share(config.single_tool_result_share) as f64
+    up(manager.estimate(conversation)) <= budget.share(config.layer1.headroom_ratio) as f64
+        && up(largest) <= budget.share(config.layer1.single_tool_result_share) as f64
 }
 
 /// The window in force and where it came from.
@@ -52,20 +63,31 @@ pub(crate) struct Resolved {
     alias: Option<ModelEntry>,
     /// "--window", "catalog: gpt-4o (exact)", "default" ...: shown by `inspect`.
     pub(crate) source: String,
+    /// The engine's settings (the config file's `[cascade]`, else the defaults).
+    cascade: CascadeConfig,
+    /// The catalog with the config file's `[[model]]` entries.
+    catalog: Catalog,
 }
 
 impl WindowArgs {
-    /// Resolves the budget for `conversation`.
-    pub(crate) fn resolve(&self, conversation: &Conversation) -> Resolved {
+    /// Resolves the budget for `conversation`; fails on a config file that cannot work.
+    pub(crate) fn resolve(&self, conversation: &Conversation) -> Result<Resolved, CliError> {
+        let file = match &self.config {
+            Some(path) => ProxyConfig::load(path).map_err(|e| CliError::Usage(e.to_string()))?,
+            None => ProxyConfig::default(),
+        };
         let model = self
             .model
             .clone()
             .or_else(|| conversation.model().map(str::to_owned));
-        let catalog = Catalog::builtin();
+        let catalog = file.catalog;
         let lookup = model.as_deref().map(|m| catalog.lookup(m));
-        let (window, source) = match (self.window, &lookup) {
-            (Some(w), _) => (w, "--window".to_owned()),
-            (None, Some(l)) => match (&l.matched, &l.entry_id) {
+        let configured = (model.as_deref()).and_then(|m| file.window.models.get(m).copied());
+        let (window, source) = match (self.window, file.window.force, configured, &lookup) {
+            (Some(w), ..) => (w, "--window".to_owned()),
+            (None, Some(w), ..) => (w, "config: window.force".to_owned()),
+            (None, None, Some(w), _) => (w, "config: window.models".to_owned()),
+            (None, None, None, Some(l)) => match (&l.matched, &l.entry_id) {
                 (MatchKind::Default, _) | (_, None) => (l.context_window, "default".to_owned()),
                 (kind, Some(id)) => {
                     let kind = if *kind == MatchKind::Exact {
@@ -76,7 +98,7 @@ impl WindowArgs {
                     (l.context_window, format!("catalog: {id} ({kind})"))
                 }
             },
-            (None, None) => {
+            (None, None, None, None) => {
                 let window = DEFAULT_CONTEXT_WINDOW;
                 tracing::warn!(
                     "no --window, --model or \"model\" in the body: assuming {window} tokens of context"
@@ -111,28 +133,31 @@ impl WindowArgs {
             token_scale,
             note: Some("resolved by the command line".to_owned()),
         });
-        Resolved {
+        Ok(Resolved {
             budget: Budget::new(window, reserve),
             model,
             source,
             alias,
-        }
+            cascade: file.cascade,
+            catalog,
+        })
     }
 }
 
 impl Resolved {
-    /// The engine for this conversation: default config and the offline summarizer, with the
-    /// catalog told how the body's model was resolved (`--model` included).
+    /// The engine for this conversation: the config file's settings (else the defaults) and
+    /// the offline summarizer, with the catalog told how the body's model was resolved
+    /// (`--model` included).
     pub(crate) fn manager(&self) -> ContextManager {
         self.exact_counts(self.prior_manager())
     }
 
     /// The engine without exact counts: every model estimated with the prior.
     fn prior_manager(&self) -> ContextManager {
-        let manager = ContextManager::new(CascadeConfig::default());
+        let manager = ContextManager::new(self.cascade.clone());
         match &self.alias {
-            Some(entry) => manager.with_catalog(Catalog::builtin().with_override(entry.clone())),
-            None => manager,
+            Some(entry) => manager.with_catalog(self.catalog.clone().with_override(entry.clone())),
+            None => manager.with_catalog(self.catalog.clone()),
         }
     }
 

@@ -8,7 +8,7 @@
 //!
 //! That rule weighs a one-line first request like a 100,000-token one, and the first
 //! requests of a session (system prompt, task) have another mix of text than the tool
-//! output that follows. With [`CascadeConfig::calibration_prior_tokens`] > 0 the scale is
+//! output that follows. With [`CalibrationConfig::prior_tokens`](crate::CalibrationConfig::prior_tokens) > 0 (the default) the scale is
 //! instead a size-weighted ratio, `Σ real / Σ prior`, each term decaying by `1 − α` per
 //! observation, in which the starting scale counts as an observation of that many tokens.
 //! On the fixtures (BENCHMARKS.md, section 3) that brings the error after 3 observations
@@ -93,7 +93,7 @@ impl Calibration {
             return calibrated.unwrap_or(1.0);
         }
         self.make_room(model);
-        let (lo, hi) = config.ema_clamp;
+        let (lo, hi) = config.calibration.observation_clamp;
         let obs = (real as f64 / prior).clamp(lo, hi);
         let held = self.held.remove(model);
         if let Some(held) = held.filter(|h| near(obs, h.obs)) {
@@ -137,7 +137,7 @@ impl Calibration {
         starting_scale: Option<f64>,
         config: &CascadeConfig,
     ) -> f64 {
-        let pseudo_tokens = config.calibration_prior_tokens;
+        let pseudo_tokens = config.calibration.prior_tokens;
         let entry = self.models.entry(model.to_owned()).or_insert(Scale {
             scale: if pseudo_tokens > 0.0 {
                 starting_scale.unwrap_or(1.0)
@@ -148,7 +148,7 @@ impl Calibration {
         });
         if pseudo_tokens > 0.0 {
             // Σ real / Σ prior with the (clamped) observation standing for `real`.
-            let keep = 1.0 - config.ema_alpha;
+            let keep = 1.0 - config.calibration.ema_alpha;
             let weight = self
                 .weights
                 .entry(model.to_owned())
@@ -157,7 +157,8 @@ impl Calibration {
             *weight = keep * *weight + prior;
             entry.scale = real_sum / *weight;
         } else if entry.observations > 0 {
-            entry.scale = config.ema_alpha * obs + (1.0 - config.ema_alpha) * entry.scale;
+            entry.scale = config.calibration.ema_alpha * obs
+                + (1.0 - config.calibration.ema_alpha) * entry.scale;
         }
         entry.observations += 1;
         tracing::debug!(
@@ -197,7 +198,7 @@ impl Calibration {
     ) -> f64 {
         match self.get(model) {
             Some(s) => s.scale,
-            None => starting_scale.unwrap_or(1.0) * config.uncalibrated_margin,
+            None => starting_scale.unwrap_or(1.0) * config.calibration.uncalibrated_margin,
         }
     }
 }
@@ -206,9 +207,16 @@ impl Calibration {
 mod tests {
     use super::*;
 
+    /// SPEC's rule: the first observation, then an EMA (no prior tokens).
+    fn ema() -> CascadeConfig {
+        let mut config = CascadeConfig::default();
+        config.calibration.prior_tokens = 0.0;
+        config
+    }
+
     #[test]
     fn first_observation_is_taken_then_smoothed() {
-        let config = CascadeConfig::default();
+        let config = ema();
         let mut c = Calibration::new();
         assert!((c.observe("m", 1000.0, 1200, None, &config) - 1.2).abs() < 1e-12);
         // 0.3·1.5 + 0.7·1.2 = 1.29
@@ -218,7 +226,7 @@ mod tests {
 
     #[test]
     fn observations_are_clamped() {
-        let config = CascadeConfig::default();
+        let config = ema();
         let mut c = Calibration::new();
         assert_eq!(c.observe("m", 100.0, 100_000, None, &config), 4.0);
         let mut d = Calibration::new();
@@ -237,10 +245,9 @@ mod tests {
     }
 
     fn weighted() -> CascadeConfig {
-        CascadeConfig {
-            calibration_prior_tokens: 10_000.0,
-            ..CascadeConfig::default()
-        }
+        let mut config = CascadeConfig::default();
+        config.calibration.prior_tokens = 10_000.0;
+        config
     }
 
     #[test]
@@ -287,7 +294,7 @@ mod tests {
 
     /// Both rules: the EMA (SPEC's default) and the size-weighted one.
     fn both_rules() -> [CascadeConfig; 2] {
-        [CascadeConfig::default(), weighted()]
+        [ema(), weighted()]
     }
 
     #[test]
@@ -322,7 +329,7 @@ mod tests {
             // 0.3·3 + 0.7·1 = 1.6, then 0.3·2.8 + 0.7·1.6 = 1.96. Size-weighted (10,000
             // pseudo-tokens at 1, then 1.0 over 10,000): Σ real 57,330 / Σ prior 25,330.
             let moved = c.observe("m", 10_000.0, 28_000, None, &config);
-            let expected = if config.calibration_prior_tokens > 0.0 {
+            let expected = if config.calibration.prior_tokens > 0.0 {
                 57_330.0 / 25_330.0
             } else {
                 1.96

@@ -40,10 +40,10 @@ pub(crate) fn compact_tool_results(
     let total = cx.tokens(conversation);
     let target = match mode {
         CompactMode::Watermark => {
-            if total <= cx.budget.share(cx.config.headroom_ratio) {
+            if total <= cx.budget.share(cx.config.layer1.headroom_ratio) {
                 return None;
             }
-            cx.budget.share(cx.config.low_watermark)
+            cx.budget.share(cx.config.layer1.low_watermark)
         }
         CompactMode::All => 0,
     };
@@ -52,8 +52,8 @@ pub(crate) fn compact_tool_results(
         return None;
     }
     if mode == CompactMode::Watermark
-        && !cx.config.compact_short_of_watermark
-        && total <= cx.budget.share(cx.config.preemptive_ratio)
+        && !cx.config.layer1.compact_short_of_watermark
+        && total <= cx.budget.share(cx.config.recovery.preemptive_ratio)
         && !reaches(conversation, cx, &candidates, total, target)
     {
         // Compacting what just left the latest turn on every call rewrites the prefix

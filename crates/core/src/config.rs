@@ -1,112 +1,212 @@
-//! The cascade's constants (SPEC.md "Budget"), as one configurable struct, and the budget.
+//! The cascade's settings (SPEC.md "Budget") as one schema, grouped by the part of the
+//! cascade each group tunes, and the budget every share is taken of.
+//!
+//! The same schema is the library's [`CascadeConfig`], the `[cascade]` table of the proxy's
+//! file and what the CLI's flags set: it is read with serde (every key optional, an unknown
+//! key an error naming it) and checked by [`CascadeConfig::validate`].
+//!
+//! ```
+//! use context_cascade::CascadeConfig;
+//!
+//! let config: CascadeConfig = toml::from_str("[layer1]\nheadroom_ratio = 0.8").unwrap();
+//! assert_eq!(config.layer1.headroom_ratio, 0.8);
+//! assert!(config.validate().is_ok());
+//! let typo = toml::from_str::<CascadeConfig>("[layer1]\nheadroom = 0.8");
+//! assert!(typo.unwrap_err().to_string().contains("unknown field `headroom`"));
+//! ```
+//!
+//! `Default` gives SPEC's values except where a measured choice did better; each such
+//! default names SPEC's value as its alternative: `layer1.compact_short_of_watermark`
+//! (SPEC: `true`), `recovery.preemptive_target` (SPEC: 0.75) and `calibration.prior_tokens`
+//! (SPEC's EMA: 0).
+
+mod policies;
+mod validate;
 
 use crate::estimate::Weights;
 use crate::remember::RememberPolicy;
+use crate::settings::{Documented, KeyDoc};
 use crate::tool_names::ToolPolicy;
 use crate::trail::TrailConfig;
 
-/// Every tunable of the cascade. `Default` gives SPEC.md's values.
-#[derive(Debug, Clone)]
+pub use policies::ToolLists;
+pub use validate::ConfigError;
+
+/// Every tunable of the cascade, by group (at most ten top-level keys).
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct CascadeConfig {
-    /// ① a single tool result may take at most this share of E.
-    pub single_tool_result_share: f64,
-    /// ② triggers when the estimate exceeds this share of E.
-    pub headroom_ratio: f64,
-    /// ② compacts down to this share of E (hysteresis).
-    pub low_watermark: f64,
-    /// ② compacts even when all it may compact cannot bring the total down to the low
-    /// watermark (SPEC's rule). `false` (the default): ② then compacts nothing while the
-    /// request is under the preemptive threshold, and leaves the history to ③ there (over
-    /// it, Layer 2/3 rewrites the history anyway and ② runs as SPEC's), so that it does not
-    /// rewrite the prefix on every call: with [`CascadeConfig::preemptive_target`] at the low
-    /// watermark, it keeps more of a provider's prompt cache at equal fit over every
-    /// fixture at 32K, 64K and 128K (issue 15; `cargo run --release -p cascade-bench
-    /// --bin cache_rules`, BENCHMARKS.md). SPEC's behaviour: `true` and a
-    /// `preemptive_target` of 0.75.
-    pub compact_short_of_watermark: bool,
-    /// shouldPreemptiveCompact: Layer 2/3 before calling when above this share of E.
-    pub preemptive_ratio: f64,
-    /// The target, as a share of E, of the first recovery attempt when it runs before a
-    /// call (shouldPreemptiveCompact), not after an overflow: the low watermark by default,
-    /// so that ③ cuts once to where ② would have, and fires half as often as at SPEC's
-    /// first recovery target (0.75, `recovery_targets[0]`), each time rewriting the prefix.
-    /// The recovery after an overflow keeps `recovery_targets`.
-    pub preemptive_target: f64,
-    /// Above this share of E (below `preemptive_ratio`), ④'s summaries for the next
-    /// request may be prepared ahead, between turns (`ContextManager::summarize_ahead`).
-    pub background_summary_ratio: f64,
-    /// How many distinct next requests (④ ranges) `ContextManager::summarize_ahead`
-    /// prepares summaries for at most, each costing one compaction's summarizer calls.
-    pub background_forecasts: usize,
-    /// A summary prepared ahead for a shorter range may stand in for ④'s when the messages
-    /// past it are at most this share of the range (`PreparedSummaries::with_gap_share`):
-    /// the turn does not wait, and those messages are named by the trail alone. 0, the
-    /// default: only the exact range's summary, so the output is the synchronous run's.
-    pub prepared_summary_gap: f64,
-    /// ① cuts at the last newline when it lies past this share of the cut budget.
-    pub newline_cut_ratio: f64,
-    /// ③ keeps at most this many recent messages (and at most a third of the history).
-    pub recent_messages: usize,
-    /// ④ splits summarizer input above this many characters.
-    pub chunk_threshold_chars: usize,
-    /// ④ uses at most this many chunks.
-    pub max_chunks: usize,
-    /// The retry loop makes at most this many LLM calls.
-    pub max_calls: usize,
-    /// A recovery step counts only if it frees at least this share of the estimate.
-    pub min_gain: f64,
-    /// Targets of the recovery attempts 1, 2 and 3, as shares of E.
-    pub recovery_targets: [f64; 3],
-    /// EMA smoothing factor.
-    pub ema_alpha: f64,
-    /// 0 (SPEC's rule, the default): the first observation is the scale, later ones are an
-    /// EMA with `ema_alpha`. Above 0: the scale is the size-weighted `Σ real / Σ prior`
-    /// (decaying by `1 − ema_alpha` per observation) in which the starting scale counts as
-    /// this many prior tokens, so a small request moves it little (32,000 measured best;
-    /// see calibrate.rs).
-    pub calibration_prior_tokens: f64,
-    /// Observations (real / prior) are clamped to this range.
-    pub ema_clamp: (f64, f64),
-    /// Multiplier applied to estimates until the first calibration.
-    pub uncalibrated_margin: f64,
-    /// The per-class prior.
-    pub weights: Weights,
-    /// Which tool results ② may compact.
-    pub tools: ToolPolicy,
-    /// Which user messages are remember requests (pinned automatically).
-    pub remember: RememberPolicy,
+    /// Layer 1, before every call: ① one tool result's cut and ② compacting old results.
+    pub layer1: Layer1Config,
+    /// Layer 2/3, when the request is still too large or the provider overflowed: the
+    /// preemptive threshold, ③ pruning, ④ summaries, ⑤ and the retry loop.
+    pub recovery: RecoveryConfig,
     /// What every removal leaves behind: the trail's budget and limits.
     pub trail: TrailConfig,
+    /// How the token estimate learns each model's scale from the provider's counts.
+    pub calibration: CalibrationConfig,
+    /// ④'s summaries prepared ahead, between turns (`ContextManager::summarize_ahead`).
+    pub background: BackgroundConfig,
+    /// The per-class prior of the estimate (tokens per character class).
+    pub weights: Weights,
+    /// Which tool results ② may compact.
+    #[serde(with = "policies::tools")]
+    pub tools: ToolPolicy,
+    /// Which user messages are remember requests (pinned automatically).
+    #[serde(with = "policies::remember")]
+    pub remember: RememberPolicy,
+    /// Settings that only serve a measurement; their defaults leave the output as without
+    /// them.
+    pub experimental: ExperimentalConfig,
 }
 
-impl Default for CascadeConfig {
-    fn default() -> Self {
-        CascadeConfig {
-            single_tool_result_share: 0.50,
-            headroom_ratio: 0.75,
-            low_watermark: 0.60,
-            compact_short_of_watermark: false,
-            preemptive_ratio: 0.90,
-            preemptive_target: 0.60,
-            background_summary_ratio: 0.80,
-            background_forecasts: 4,
-            prepared_summary_gap: 0.0,
-            newline_cut_ratio: 0.70,
-            recent_messages: 6,
-            chunk_threshold_chars: 50_000,
-            max_chunks: 4,
-            max_calls: 5,
-            min_gain: 0.10,
-            recovery_targets: [0.75, 0.60, 0.50],
-            ema_alpha: 0.3,
-            calibration_prior_tokens: 0.0,
-            ema_clamp: (0.25, 4.0),
-            uncalibrated_margin: 1.1,
-            weights: Weights::default(),
-            tools: ToolPolicy::default(),
-            remember: RememberPolicy::default(),
-            trail: TrailConfig::default(),
-        }
+crate::settings_group! {
+    /// Layer 1 (SPEC "Layer 1"): ① and ②, before every call.
+    pub struct Layer1Config {
+        /// ① a single tool result may take at most this share of E.
+        pub single_tool_result_share: f64 = 0.50,
+        /// ① cuts at the last newline when it lies past this share of the cut budget.
+        pub newline_cut_ratio: f64 = 0.70,
+        /// ② triggers when the estimate exceeds this share of E.
+        pub headroom_ratio: f64 = 0.75,
+        /// ② compacts down to this share of E (hysteresis).
+        pub low_watermark: f64 = 0.60,
+        /// ② compacts even when all it may compact cannot bring the total down to the low
+        /// watermark (SPEC's rule, `true`). `false` (the default, measured better): ② then
+        /// compacts nothing while the request is under the preemptive threshold and leaves
+        /// the history to ③ there, so that it does not rewrite the prefix on every call; with
+        /// `recovery.preemptive_target` at the low watermark it keeps more of a provider's
+        /// prompt cache at equal fit over every fixture at 32K, 64K and 128K (issue 15;
+        /// `cargo run --release -p cascade-bench --bin cache_rules`, BENCHMARKS.md).
+        pub compact_short_of_watermark: bool = false,
+    }
+}
+
+crate::settings_group! {
+    /// Layer 2/3 (SPEC "Layer 2", "Layer 3", "The retry loop"): ③–⑤ and the retry loop.
+    pub struct RecoveryConfig {
+        /// shouldPreemptiveCompact: Layer 2/3 run before the call when the estimate is
+        /// above this share of E.
+        pub preemptive_ratio: f64 = 0.90,
+        /// The target, as a share of E, of the first recovery attempt when it runs before a
+        /// call, not after an overflow. Default 0.6 (the low watermark, measured better): ③
+        /// cuts once to where ② would have, and fires half as often as at SPEC's value, 0.75
+        /// (`targets[0]`), each time rewriting the prefix. After an overflow `targets` apply.
+        pub preemptive_target: f64 = 0.60,
+        /// Targets of the recovery attempts 1, 2 and 3, as shares of E.
+        pub targets: [f64; 3] = [0.75, 0.60, 0.50],
+        /// ③ keeps at most this many recent messages (and at most a third of the history).
+        pub recent_messages: usize = 6,
+        /// A recovery step counts only if it frees at least this share of the estimate.
+        pub min_gain: f64 = 0.10,
+        /// The retry loop makes at most this many LLM calls.
+        pub max_calls: usize = 5,
+        /// ④ splits summarizer input above this many characters.
+        pub chunk_threshold_chars: usize = 50_000,
+        /// ④ uses at most this many chunks.
+        pub max_chunks: usize = 4,
+    }
+}
+
+crate::settings_group! {
+    /// The token scale learnt from the provider's counts (SPEC "Token estimation").
+    pub struct CalibrationConfig {
+        /// The size-weighted scale (the default, measured better): `Σ real / Σ prior`,
+        /// decaying by `1 − ema_alpha` per observation, in which the starting scale counts as
+        /// this many prior tokens, so that a small request moves it little. Claude's error
+        /// after 3 observations, median / p95: 1.2% / 6.1% at 32,000, against 3.2% / 7.3%
+        /// for SPEC's EMA (BENCHMARKS.md §3, §11). 0 is SPEC's rule: the first observation
+        /// is the scale, later ones an EMA with `ema_alpha`.
+        pub prior_tokens: f64 = 32_000.0,
+        /// The EMA's smoothing factor (with `prior_tokens`, the decay is `1 − ema_alpha`).
+        pub ema_alpha: f64 = 0.3,
+        /// Observations (real / prior) are clamped to this range.
+        pub observation_clamp: (f64, f64) = (0.25, 4.0),
+        /// Estimates are multiplied by this until the model's first calibration.
+        pub uncalibrated_margin: f64 = 1.1,
+    }
+}
+
+crate::settings_group! {
+    /// ④'s summaries prepared ahead, between turns.
+    pub struct BackgroundConfig {
+        /// Above this share of E (and at most `recovery.preemptive_ratio`), ④'s summaries for
+        /// the next request may be prepared ahead (`ContextManager::summarize_ahead`).
+        pub summary_ratio: f64 = 0.80,
+        /// How many distinct next requests (④ ranges) are prepared for at most, each costing
+        /// one compaction's summarizer calls.
+        pub forecasts: usize = 4,
+    }
+}
+
+crate::settings_group! {
+    /// Settings that serve a measurement; their defaults are the plain cascade's behaviour.
+    pub struct ExperimentalConfig {
+        /// A summary prepared ahead for a shorter range may stand in for ④'s when the
+        /// messages past it are at most this share of the range
+        /// (`PreparedSummaries::with_gap_share`): the turn does not wait, and those messages
+        /// are named by the trail alone. 0, the default: only the exact range's summary, so
+        /// the output is the synchronous run's (BENCHMARKS.md §8).
+        pub prepared_summary_gap: f64 = 0.0,
+    }
+}
+
+impl Documented for CascadeConfig {
+    fn keys() -> Vec<KeyDoc> {
+        vec![
+            KeyDoc::group::<Layer1Config>("layer1", "① and ②, before every call."),
+            KeyDoc::group::<RecoveryConfig>("recovery", "③–⑤ and the retry loop."),
+            KeyDoc::group::<TrailConfig>("trail", "What every removal leaves behind."),
+            KeyDoc::group::<CalibrationConfig>("calibration", "The token scale learnt per model."),
+            KeyDoc::group::<BackgroundConfig>("background", "④'s summaries prepared ahead."),
+            KeyDoc::group::<Weights>("weights", "The estimate's per-class prior."),
+            KeyDoc::group::<policies::ToolLists>("tools", "Which tool results ② may compact."),
+            KeyDoc::leaf(
+                "remember",
+                "Phrases that make a user message a remember request, pinned automatically \
+                 (any script; case-insensitive).",
+            ),
+            KeyDoc::group::<ExperimentalConfig>("experimental", "Settings for measurements only."),
+        ]
+    }
+}
+
+impl Documented for TrailConfig {
+    fn keys() -> Vec<KeyDoc> {
+        vec![
+            KeyDoc::leaf(
+                "enabled",
+                "Whether removals leave a trail at all (false: SPEC's first bare notices, \
+                 what the benchmarks compare against).",
+            ),
+            KeyDoc::leaf("max_share", "The trail takes at most this share of E ..."),
+            KeyDoc::leaf("max_tokens", "... and at most this many tokens."),
+            KeyDoc::leaf(
+                "request_chars",
+                "A user request longer than this many characters is cut to its head.",
+            ),
+            KeyDoc::leaf(
+                "command_chars",
+                "A command is listed by its first line, cut to this many characters.",
+            ),
+        ]
+    }
+}
+
+impl Documented for Weights {
+    fn keys() -> Vec<KeyDoc> {
+        vec![
+            KeyDoc::leaf("letter", "Tokens per ASCII letter."),
+            KeyDoc::leaf("digit", "Tokens per ASCII digit."),
+            KeyDoc::leaf("whitespace", "Tokens per whitespace character."),
+            KeyDoc::leaf("punctuation", "Tokens per other ASCII character."),
+            KeyDoc::leaf("non_ascii", "Tokens per non-ASCII character."),
+            KeyDoc::leaf("per_message", "Fixed tokens per message (role, framing)."),
+            KeyDoc::leaf(
+                "per_binary_block",
+                "Fixed tokens per image, document or other binary block.",
+            ),
+        ]
     }
 }
 
@@ -135,3 +235,6 @@ impl Budget {
         (self.effective() as f64 * share).floor() as u64
     }
 }
+
+#[cfg(test)]
+mod tests;

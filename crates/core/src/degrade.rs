@@ -88,7 +88,7 @@ fn small_messages(
     cx: &StepContext<'_>,
     plan: &Plan,
 ) -> (Vec<Message>, Vec<bool>) {
-    let large = cx.budget.share(cx.config.single_tool_result_share);
+    let large = cx.budget.share(cx.config.layer1.single_tool_result_share);
     let mut messages = Vec::new();
     for (_, message) in plan.split.removed_messages(conversation) {
         let tokens = cx.estimator.message_tokens(message);

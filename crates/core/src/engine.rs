@@ -183,7 +183,7 @@ impl ContextManager {
 
     /// Whether the request, after Layer 1, still takes more than the preemptive share of E.
     pub fn should_preemptive_compact(&self, conversation: &Conversation, budget: Budget) -> bool {
-        self.estimate(conversation) > budget.share(self.config.preemptive_ratio)
+        self.estimate(conversation) > budget.share(self.config.recovery.preemptive_ratio)
     }
 
     pub(crate) fn context(&self, conversation: &Conversation, budget: Budget) -> StepContext<'_> {
@@ -249,8 +249,8 @@ impl ContextManager {
         if self.should_preemptive_compact(conversation, budget) {
             let before = conversation.messages.clone();
             let cx = self.context(conversation, budget).in_attempt(1);
-            let target = budget.share(self.config.preemptive_target);
-            let recent = recent_messages(conversation, self.config.recent_messages);
+            let target = budget.share(self.config.recovery.preemptive_target);
+            let recent = recent_messages(conversation, self.config.recovery.recent_messages);
             let rules = KeepRules::keeping(recent);
             report
                 .steps
@@ -297,8 +297,8 @@ impl ContextManager {
         let mut report = self
             .prepare_with(conversation, budget, &mut escalation)
             .await;
-        if report.tokens_after > budget.share(self.config.preemptive_ratio) {
-            escalation.towards(Goal::Under(self.config.preemptive_ratio));
+        if report.tokens_after > budget.share(self.config.recovery.preemptive_ratio) {
+            escalation.towards(Goal::Under(self.config.recovery.preemptive_ratio));
             self.escalate(conversation, budget, &mut escalation, &mut report, 0.0)
                 .await;
             self.layer1(conversation, budget, &mut report);
@@ -442,12 +442,12 @@ impl ContextManager {
         report: &mut Report,
     ) {
         let budget = cx.budget;
-        let recent = recent_messages(conversation, self.config.recent_messages);
+        let recent = recent_messages(conversation, self.config.recovery.recent_messages);
         match recovery {
             Recovery::PruneThenSummarize { target } => {
                 // Before a call ③ may cut deeper than SPEC's first target (preemptive_target);
                 // when it cannot get there, the attempt is SPEC's: ③, else ④, at that target.
-                let spec = budget.share(self.config.recovery_targets[0]);
+                let spec = budget.share(self.config.recovery.targets[0]);
                 let mut target = budget.share(target);
                 let rules = KeepRules::keeping(recent);
                 let mut pruned = conversation.clone();
@@ -484,7 +484,7 @@ impl ContextManager {
                 // What is left of the current turn's results is cut to share the room under
                 // the first recovery target, not at the edge of E: after an overflow the
                 // estimate is only a lower bound of what the provider counts.
-                let cut_to = budget.share(self.config.recovery_targets[0]);
+                let cut_to = budget.share(self.config.recovery.targets[0]);
                 report
                     .steps
                     .extend(degrade::bare_notice(conversation, cx, 0, target));

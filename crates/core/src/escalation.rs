@@ -73,12 +73,12 @@ pub enum OldResults {
 
 /// The recovery attempt `attempt` (1-based) under `config`; `None` past the last one.
 pub(crate) fn rung(config: &CascadeConfig, attempt: usize) -> Option<Recovery> {
-    rung_from(config, attempt, config.recovery_targets[0])
+    rung_from(config, attempt, config.recovery.targets[0])
 }
 
 /// [`rung`] with `first` as the first attempt's target.
 fn rung_from(config: &CascadeConfig, attempt: usize, first: f64) -> Option<Recovery> {
-    let [_, second, third] = config.recovery_targets;
+    let [_, second, third] = config.recovery.targets;
     match attempt {
         1 => Some(Recovery::PruneThenSummarize { target: first }),
         2 => Some(Recovery::Summarize {
@@ -136,7 +136,7 @@ impl<'a> Escalation<'a> {
             config,
             goal,
             attempt: 0,
-            first_target: config.recovery_targets[0],
+            first_target: config.recovery.targets[0],
         }
     }
 
@@ -144,7 +144,7 @@ impl<'a> Escalation<'a> {
     /// `preemptive_target`, the others are the ladder's.
     pub(crate) fn before_call(config: &'a CascadeConfig, goal: Goal) -> Self {
         Escalation {
-            first_target: config.preemptive_target,
+            first_target: config.recovery.preemptive_target,
             ..Escalation::new(config, goal)
         }
     }
@@ -183,7 +183,7 @@ impl<'a> Escalation<'a> {
             }
             Goal::Earned => false,
         };
-        freed as f64 >= self.config.min_gain * kept as f64 || crossed
+        freed as f64 >= self.config.recovery.min_gain * kept as f64 || crossed
     }
 }
 
@@ -244,10 +244,8 @@ mod tests {
 
     #[test]
     fn before_a_call_the_first_attempt_cuts_to_the_preemptive_target() {
-        let config = CascadeConfig {
-            preemptive_target: 0.6,
-            ..CascadeConfig::default()
-        };
+        let mut config = CascadeConfig::default();
+        config.recovery.preemptive_target = 0.6;
         let budget = Budget::new(1_000, 0);
         let first = |mut e: Escalation<'_>| e.next(progress(950, 0, false), budget);
         let before = Escalation::before_call(&config, Goal::Under(1.0));

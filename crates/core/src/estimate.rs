@@ -17,7 +17,7 @@ pub use counter::{CounterFor, TokenCounter};
 
 /// Tokens per character of each class, and the fixed costs (SPEC.md "Token estimation").
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct Weights {
     /// Tokens per ASCII letter.
     pub letter: f64,

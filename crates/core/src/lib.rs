@@ -74,6 +74,7 @@ pub mod catalog;
 pub mod estimate;
 pub mod format;
 pub mod replay;
+pub mod settings;
 pub mod summarizer;
 pub mod tool_names;
 
@@ -111,7 +112,10 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 pub use ahead::{PreparedSummaries, PreparedSummary};
 pub use calibrate::{Calibration, Scale};
-pub use config::{Budget, CascadeConfig};
+pub use config::{
+    BackgroundConfig, Budget, CalibrationConfig, CascadeConfig, ConfigError, ExperimentalConfig,
+    Layer1Config, RecoveryConfig, ToolLists,
+};
 pub use conversation::{
     Block, Conversation, Format, Message, Opaque, Role, Shape, TextBlock, ToolCall, ToolResult,
 };

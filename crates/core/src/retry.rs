@@ -112,7 +112,7 @@ impl ContextManager {
             if prior > 0.0 {
                 floor = floor.max(counted / prior);
             }
-            if report.calls >= self.config().max_calls {
+            if report.calls >= self.config().recovery.max_calls {
                 self.finish(conversation, budget, &mut report);
                 report
                     .reason

@@ -98,7 +98,10 @@ pub(crate) fn plan(
         .tools()
         .map_or(0.0, |t| prior(cx, &ClassCounts::of_json(t)));
     let mut fallback = None;
-    let relaxed = cx.budget.share(cx.config.preemptive_ratio).max(target);
+    let relaxed = cx
+        .budget
+        .share(cx.config.recovery.preemptive_ratio)
+        .max(target);
     for target in [target, relaxed, cx.budget.effective().max(target)] {
         for recent in (0..=max_recent).rev() {
             let rules = KeepRules { recent, summaries };
@@ -225,8 +228,8 @@ pub(crate) async fn summarize_messages(
     let chunks = split_chunks(
         messages,
         boundaries,
-        cx.config.chunk_threshold_chars,
-        cx.config.max_chunks,
+        cx.config.recovery.chunk_threshold_chars,
+        cx.config.recovery.max_chunks,
     );
     if chunks.len() <= 1 {
         let messages = chunks.into_iter().next().unwrap_or_default();

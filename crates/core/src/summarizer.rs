@@ -101,7 +101,7 @@ impl SummaryRequest {
     /// most `gap_share` of the request's tokens (as the prior counts them). Such a summary
     /// says nothing of the messages past it; the compaction's trail still names their
     /// files, commands, errors and requests, as it does for what ③ prunes. None for a
-    /// merge, or when `gap_share` is 0 (`CascadeConfig::prepared_summary_gap`).
+    /// merge, or when `gap_share` is 0 (`ExperimentalConfig::prepared_summary_gap`).
     pub fn stand_in_lengths(&self, gap_share: f64) -> Vec<usize> {
         let messages = self.messages();
         if gap_share <= 0.0 || messages.len() < 2 {

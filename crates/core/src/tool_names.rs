@@ -238,6 +238,17 @@ impl ToolPolicy {
         self
     }
 
+    /// What a config file lists for this policy: the names compacted beyond the built-in
+    /// list, and the names never compacted (normalized, sorted).
+    pub fn listed_names(&self) -> (Vec<String>, Vec<String>) {
+        let builtin = ToolPolicy::default().compactable;
+        let mut added: Vec<String> = self.compactable.difference(&builtin).cloned().collect();
+        let mut never: Vec<String> = self.never.iter().cloned().collect();
+        added.sort();
+        never.sort();
+        (added, never)
+    }
+
     /// What the tool `name` did with these `arguments` (a JSON string as in OpenAI's
     /// `function.arguments`, or an object as in Anthropic's `input`). The arguments are
     /// looked at only for multi-command tools; unknown tools are [`ToolKind::Other`].

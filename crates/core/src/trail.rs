@@ -43,7 +43,8 @@ pub(crate) use stale::{StaleRead, stale_reads_and_activities};
 
 /// The trail's budget and limits. `Default` gives SPEC.md's values; `CascadeConfig::trail`
 /// carries it.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct TrailConfig {
     /// Whether removals leave a trail at all (`false`: the bare notices of SPEC's first
     /// version, which is what the benchmarks compare against).

@@ -20,7 +20,7 @@ pub(crate) fn truncate_tool_results(
     conversation: &mut Conversation,
     cx: &StepContext<'_>,
 ) -> Option<Step> {
-    let limit = cx.budget.share(cx.config.single_tool_result_share);
+    let limit = cx.budget.share(cx.config.layer1.single_tool_result_share);
     truncate_over(conversation, cx, limit)
 }
 
@@ -96,7 +96,7 @@ fn truncate_over(
                 &mut result.content,
                 limit,
                 &estimator,
-                cx.config.newline_cut_ratio,
+                cx.config.layer1.newline_cut_ratio,
             ) {
                 cut += 1;
                 added += TRUNCATED.chars().count() as u64;

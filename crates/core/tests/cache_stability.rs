@@ -26,11 +26,10 @@ fn stability(name: &str, manager: &ContextManager, window: u64) -> PrefixStabili
 
 #[test]
 fn leaving_short_compactions_to_pruning_keeps_more_prefixes() {
-    let spec = ContextManager::new(CascadeConfig {
-        compact_short_of_watermark: true,
-        preemptive_target: 0.75,
-        ..CascadeConfig::default()
-    });
+    let mut spec = CascadeConfig::default();
+    spec.layer1.compact_short_of_watermark = true;
+    spec.recovery.preemptive_target = 0.75;
+    let spec = ContextManager::new(spec);
     let alternative = ContextManager::new(CascadeConfig::default());
     let cases = [
         ("claude-code__spotter__258c7280-main", 32_000),

@@ -13,7 +13,8 @@ use common::scripted::{
 };
 use common::sessions::{
     EVERY_RECOVERY, LIMIT, MODEL, PROVIDER_SCALE, check_requests, manager_with_summaries,
-    overflowing_session, overflowing_session_in, session, steps,
+    manager_with_summaries_and_spec_ema, overflowing_session, overflowing_session_in, session,
+    steps,
 };
 use context_cascade::LlmError;
 use context_cascade::SUMMARY_PREFIX;
@@ -117,7 +118,7 @@ fn overflow_k_times_without_quoted_counts() {
 #[test]
 fn an_upstream_enforcing_its_limit_is_met_and_teaches_the_scale() {
     for provider in PROVIDERS {
-        let manager = manager_with_summaries();
+        let manager = manager_with_summaries_and_spec_ema();
         let original = overflowing_session();
         let llm = enforcing_upstream(provider, PROVIDER_SCALE, LIMIT, true);
         let mut conversation = original.clone();
@@ -143,7 +144,7 @@ fn an_upstream_enforcing_its_limit_is_met_and_teaches_the_scale() {
 
 #[test]
 fn quoted_counts_alone_calibrate_the_estimate() {
-    let manager = manager_with_summaries();
+    let manager = manager_with_summaries_and_spec_ema();
     let llm = enforcing_upstream(Provider::Anthropic, PROVIDER_SCALE, LIMIT, false);
     let mut conversation = overflowing_session();
     let called =
@@ -163,7 +164,7 @@ fn quoted_counts_alone_calibrate_the_estimate() {
 fn the_ema_converges_over_an_agent_loop() {
     // The manager starts calibrated at 1.0 and the provider counts 1.3×: every count it
     // quotes in an overflow or reports as usage moves the scale by α = 0.3 towards 1.3.
-    let manager = manager_with_summaries();
+    let manager = manager_with_summaries_and_spec_ema();
     manager.observe(MODEL, 1000.0, 1000);
     let llm = enforcing_upstream(Provider::OpenAi, PROVIDER_SCALE, LIMIT, true);
     let mut conversation = overflowing_session();

@@ -77,7 +77,7 @@ fn session(exchanges: usize) -> Conversation {
 /// The largest session under the preemptive threshold, and the next one (one exchange
 /// more), which crosses it.
 fn before_and_after(manager: &ContextManager) -> (Conversation, Conversation) {
-    let threshold = BUDGET.share(manager.config().preemptive_ratio);
+    let threshold = BUDGET.share(manager.config().recovery.preemptive_ratio);
     let mut k = 1;
     while manager.estimate(&session(k + 1)) <= threshold {
         k += 1;
@@ -98,7 +98,7 @@ fn the_prepared_summary_is_what_the_synchronous_run_asks_for() {
     let manager = ContextManager::new(CascadeConfig::default()).with_summarizer(prepared.clone());
     let (now, next) = before_and_after(&manager);
     assert!(
-        manager.estimate(&now) > BUDGET.share(manager.config().background_summary_ratio),
+        manager.estimate(&now) > BUDGET.share(manager.config().background.summary_ratio),
         "the test session must be past the pre-threshold"
     );
 

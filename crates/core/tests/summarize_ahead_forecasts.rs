@@ -1,4 +1,4 @@
-//! Several forecasts (`ContextManager::summarize_ahead` with `background_forecasts`): the
+//! Several forecasts (`ContextManager::summarize_ahead` with `background.forecasts`): the
 //! request that needs ④ is often the one that brings a large new tool output, whose size
 //! a forecast made a turn earlier cannot know. The forecasts at the sizes that matter (up
 //! to ①'s cap) cover it: that request makes no summarizer call and comes out byte for
@@ -82,10 +82,8 @@ fn bytes(conversation: &Conversation) -> Vec<u8> {
 }
 
 fn manager(forecasts: usize, summarizer: Arc<dyn Summarizer>) -> ContextManager {
-    let config = CascadeConfig {
-        background_forecasts: forecasts,
-        ..CascadeConfig::default()
-    };
+    let mut config = CascadeConfig::default();
+    config.background.forecasts = forecasts;
     ContextManager::new(config).with_summarizer(summarizer)
 }
 
@@ -94,8 +92,8 @@ fn manager(forecasts: usize, summarizer: Arc<dyn Summarizer>) -> ContextManager 
 fn quiet_before_a_large_output(manager: &ContextManager) -> usize {
     let config = manager.config();
     let (pre, preemptive) = (
-        BUDGET.share(config.background_summary_ratio),
-        BUDGET.share(config.preemptive_ratio),
+        BUDGET.share(config.background.summary_ratio),
+        BUDGET.share(config.recovery.preemptive_ratio),
     );
     let k = (1..200)
         .find(|&k| manager.estimate(&session(k, None)) > pre)

@@ -30,7 +30,7 @@ pub struct EndpointSpec {
 
 impl SummarizerSpec {
     /// Reads `offline` (any case; empty means the same) or a base URL. `api` is the
-    /// protocol the user named (`--summarizer-api`, `summarizer_protocol`); without one the
+    /// protocol the user named (`--summarizer-api`, `summarizer.protocol` in the proxy file); without one the
     /// URL's host decides ([`Provider::guess_from_url`]).
     pub fn parse(text: &str, api: Option<Provider>, model: Option<String>) -> SummarizerSpec {
         let text = text.trim();

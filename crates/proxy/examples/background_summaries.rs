@@ -12,7 +12,7 @@
 //! turns still waited for a summary, and what the background cost (summarizer calls and
 //! their input, over the whole session, beside the calls of the run without).
 //!
-//! `--forecasts N` sets `background_forecasts`, `--ratio X` `background_summary_ratio`,
+//! `--forecasts N` sets `background.forecasts`, `--ratio X` `background.summary_ratio`,
 //! `--gap X` `prepared_summary_gap` (stand-ins; the proxy's summary cache serves them),
 //! `--no-fast-path` sets `fast_path = false`.
 //! `--sweep` measures the
@@ -36,7 +36,7 @@ use std::time::{Duration, Instant};
 
 use cascade_proxy::background::BackgroundStats;
 use cascade_proxy::config::IN_MEMORY_DB;
-use cascade_proxy::{AppState, Provider, ProxyConfig, REPORT_HEADER, SummarizerSpec, serve_state};
+use cascade_proxy::{AppState, Provider, ProxyConfig, REPORT_HEADER, serve_state};
 use cascade_test_support::upstream::{Answer, start_async};
 use context_cascade::summarizer::{Summarizer, SummaryError, SummaryRequest};
 use context_cascade::{
@@ -114,12 +114,10 @@ async fn sweep(transcript: &Conversation, budget: Budget, bounds: &[usize], rati
     );
     println!("|---|---|---|---|---|---|---|---|");
     for &forecasts in bounds {
-        let config = CascadeConfig {
-            background_forecasts: forecasts,
-            background_summary_ratio: ratio,
-            prepared_summary_gap: gap,
-            ..CascadeConfig::default()
-        };
+        let mut config = CascadeConfig::default();
+        config.background.forecasts = forecasts;
+        config.background.summary_ratio = ratio;
+        config.experimental.prepared_summary_gap = gap;
         let inner = Arc::new(Scripted::default());
         let prepared = Arc::new(PreparedSummaries::new(inner.clone()).with_gap_share(gap));
         // Counted as the proxy counts (exactly for an OpenAI model id).
@@ -217,25 +215,23 @@ async fn run(
     points: &[usize],
 ) -> (Vec<Turn>, Option<BackgroundStats>) {
     let mut config = ProxyConfig::new(setup.upstream);
-    config.db_path = IN_MEMORY_DB.into();
-    config.discover = false;
-    config.window = Some(setup.window);
-    config.background_summaries = setup.background;
-    config.fast_path = !std::env::args().any(|a| a == "--no-fast-path");
+    config.state.path = IN_MEMORY_DB.into();
+    config.window.discover = false;
+    config.window.force = Some(setup.window);
+    config.summarizer.background = setup.background;
+    config.requests.fast_path = !std::env::args().any(|a| a == "--no-fast-path");
     if let Some(forecasts) = setup.forecasts {
-        config.cascade.background_forecasts = forecasts;
+        config.cascade.background.forecasts = forecasts;
     }
     if let Some(ratio) = setup.ratio {
-        config.cascade.background_summary_ratio = ratio;
+        config.cascade.background.summary_ratio = ratio;
     }
     if let Some(gap) = setup.gap {
-        config.cascade.prepared_summary_gap = gap;
+        config.cascade.experimental.prepared_summary_gap = gap;
     }
-    config.summarizer = SummarizerSpec::parse(
-        setup.upstream,
-        Some(Provider::OpenAi),
-        Some(SUMMARY_MODEL.into()),
-    );
+    config.summarizer.endpoint = setup.upstream.to_owned();
+    config.summarizer.protocol = Some(Provider::OpenAi);
+    config.summarizer.model = Some(SUMMARY_MODEL.into());
     let state = AppState::new(config).unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let proxy = format!(
@@ -326,7 +322,7 @@ async fn main() {
             forecasts
         };
         let budget = Budget::new(window, transcript.output_reserve());
-        let ratio = ratio.unwrap_or(CascadeConfig::default().background_summary_ratio);
+        let ratio = ratio.unwrap_or(CascadeConfig::default().background.summary_ratio);
         sweep(&transcript, budget, &bounds, ratio, gap.unwrap_or(0.0)).await;
         return;
     }

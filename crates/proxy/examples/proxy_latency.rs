@@ -179,11 +179,11 @@ fn breakdown(label: &str, bytes: &[u8]) {
 /// One proxy in this process, in front of `upstream`; returns its base URL.
 async fn start_proxy(upstream: &str, fast_path: bool, windows: &[(String, u64)]) -> String {
     let mut config = cascade_proxy::ProxyConfig::new(upstream.to_owned());
-    config.windows = windows.iter().cloned().collect();
-    config.db_path = cascade_proxy::config::IN_MEMORY_DB.into();
-    config.discover = false;
-    config.fast_path = fast_path;
-    config.max_request_bytes = 64 << 20;
+    config.window.models = windows.iter().cloned().collect();
+    config.state.path = cascade_proxy::config::IN_MEMORY_DB.into();
+    config.window.discover = false;
+    config.requests.fast_path = fast_path;
+    config.limits.max_request_bytes = 64 << 20;
     let px = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", px.local_addr().unwrap());
     tokio::spawn(async move {

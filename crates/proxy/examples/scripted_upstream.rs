@@ -55,9 +55,9 @@ async fn main() {
     if arg(&args, "--proxy-port").is_some() {
         let proxy_port: u16 = number(&args, "--proxy-port", 0);
         let mut config = cascade_proxy::ProxyConfig::new(format!("http://127.0.0.1:{port}"));
-        config.window = Some(number(&args, "--window", 128_000));
-        config.db_path = cascade_proxy::config::IN_MEMORY_DB.into();
-        config.discover = false;
+        config.window.force = Some(number(&args, "--window", 128_000));
+        config.state.path = cascade_proxy::config::IN_MEMORY_DB.into();
+        config.window.discover = false;
         let proxy_listener = bind(proxy_port).await;
         println!("proxy on http://127.0.0.1:{proxy_port}");
         tokio::spawn(async move {

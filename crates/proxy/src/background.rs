@@ -1,7 +1,7 @@
 //! Summaries prepared in the background, so that the turn that needs ④ does not wait for
 //! an LLM summary.
 //!
-//! After a request is answered, if its estimate is past `background_summary_ratio`·E
+//! After a request is answered, if its estimate is past `background.summary_ratio`·E
 //! (0.8), a job forecasts the conversation's next request and prepares the summaries its
 //! compaction will ask for ([`ContextManager::summarize_ahead`]) through the proxy's
 //! caching summarizer: the summary cache keys a summary by the exact messages it replaces,
@@ -10,7 +10,7 @@
 //! summary and nothing else (④ runs as before).
 //!
 //! Each job prepares for several forecasts of the next request (the new tool output at
-//! each size that changes ④'s range, several outputs at once; `background_forecasts`
+//! each size that changes ④'s range, several outputs at once; `background.forecasts`
 //! distinct ranges at most), so that the turn bringing a large output finds its summary
 //! too. A request the fast path sends unparsed starts its job too: the job parses the
 //! client's bytes, off the request path. With `prepared_summary_gap` the summary cache also
@@ -37,9 +37,6 @@ use tokio::sync::Semaphore;
 
 use crate::server::AppState;
 use crate::tenancy::TENANT;
-
-/// Default bound on background summary jobs running at once.
-pub const DEFAULT_BACKGROUND_JOBS: usize = 4;
 
 /// What a job prepares from: the request as sent, its budget and its tenant.
 #[derive(Clone)]
@@ -94,7 +91,7 @@ pub struct BackgroundStats {
     /// Runs started again because the conversation grew while its job ran (counted in
     /// `started` too).
     pub rerun: u64,
-    /// Distinct forecasts prepared for, over all jobs (at most `background_forecasts` each).
+    /// Distinct forecasts prepared for, over all jobs (at most `background.forecasts` each).
     pub forecasts: u64,
     /// Jobs running or waiting for a permit now.
     pub in_flight: usize,
@@ -196,7 +193,7 @@ pub(crate) fn after_answer(
     let Some(background) = state.background() else {
         return;
     };
-    let ratio = state.manager().config().background_summary_ratio;
+    let ratio = state.manager().config().background.summary_ratio;
     if report.tokens_after <= budget.share(ratio) {
         return;
     }
@@ -303,13 +300,20 @@ fn record<T>(background: &Background, outcome: Result<Option<T>, SummaryError>) 
     }
 }
 
-/// The jobs `config` asks for: on when `background_summaries` is and the summarizer is an
+/// The jobs `config` asks for: on when `summarizer.background` is and the summarizer is an
 /// LLM (offline summaries are computed in microseconds, nothing to gain ahead).
 pub(crate) fn for_config(
     config: &crate::config::ProxyConfig,
     summarizer: &Arc<dyn Summarizer>,
 ) -> Option<Arc<Background>> {
-    let llm = !matches!(config.summarizer, cascade_llm::SummarizerSpec::Offline);
-    (config.background_summaries && llm)
-        .then(|| Arc::new(Background::new(summarizer.clone(), config.background_jobs)))
+    let llm = !matches!(
+        config.summarizer.spec(),
+        cascade_llm::SummarizerSpec::Offline
+    );
+    (config.summarizer.background && llm).then(|| {
+        Arc::new(Background::new(
+            summarizer.clone(),
+            config.summarizer.background_jobs,
+        ))
+    })
 }

@@ -1,45 +1,38 @@
-//! The proxy's configuration: a TOML file, then command-line flags on top.
+//! The proxy's configuration: a TOML file read with serde into one schema, then the
+//! command-line flags on top. Every key is optional; an unknown key is an error naming the
+//! key and its line. The `[cascade]` table is the library's [`CascadeConfig`], validated by
+//! the library. The full reference, generated from this schema, is `docs/configuration.md`.
 //!
 //! ```toml
 //! listen = "127.0.0.1:8787"
 //! upstream = "http://127.0.0.1:8080"
-//! window = 32000                 # forces every model's window (like --window)
-//! db = "/var/lib/cascade.db"     # SQLite file (":memory:" keeps nothing)
-//! state = "redis://127.0.0.1:6379/0"  # replicas share their state in Redis (default: SQLite)
-//! max_request_bytes = 33554432
-//! upstream_timeout_secs = 600
-//! header_read_timeout_secs = 30  # a client must send its request head within this
-//! body_read_timeout_secs = 120   # ... and its body within this
-//! max_connections = 1024         # more wait until one closes
-//! state_ttl_secs = 604800        # stored state unused this long is evicted (7 days)
-//! state_max_bytes = 268435456    # stored state beyond this evicts the oldest entries
-//! discover = true                # ask the upstream for its window (llama.cpp, vLLM, Ollama)
-//! sticky_prefix = true           # re-apply earlier compaction to a conversation's known prefix
-//! compact_short_of_watermark = false # default; true: SPEC's ②, which compacts even short of 0.6·E
-//! preemptive_target = 0.6        # ③ before a call cuts to this share of E (SPEC: 0.75)
-//! background_summaries = true    # prepare ④'s LLM summary ahead, past 0.8·E (LLM summarizer only)
-//! background_jobs = 4            # background summaries running at once, at most
-//! background_summary_ratio = 0.8 # the pre-threshold, a share of E below the preemptive 0.9
-//! background_forecasts = 4       # distinct next requests (④ ranges) prepared for, at most
-//! prepared_summary_gap = 0.0     # > 0: a summary of a range's first messages may stand in
-//!                                # when the rest is at most this share (named by the trail)
-//! admin_token = "..."            # opens the status page (GET /) to other hosts with this token
-//! fast_path = true               # send a request the cascade would not change without parsing it
-//! calibration_prior_tokens = 32000   # size-weighted calibration; 0 (default) is SPEC's EMA
-//! summarizer = "offline"         # or an OpenAI/Anthropic-compatible base URL
-//! summarizer_model = "gpt-4o-mini"
-//! summarizer_protocol = "openai"   # or "anthropic" (default: guessed from the URL's host);
-//!                                  # key in CASCADE_SUMMARIZER_API_KEY
-//! compactable_tools = ["my_reader"]
-//! never_compact_tools = ["notes"]
 //!
-//! [windows]                      # per model, before discovery and the catalog
-//! "llama-3.1-8b" = 16384
+//! [window]
+//! force = 32000                  # every model's window (like --window)
+//! discover = true                # ask the upstream (llama.cpp, vLLM, Ollama)
+//! models = { "llama-3.1-8b" = 16384 }
+//!
+//! [state]
+//! path = "/var/lib/cascade.db"   # SQLite file (":memory:" keeps nothing)
+//! # url = "redis://127.0.0.1:6379/0"   # replicas share their state in Redis instead
+//!
+//! [summarizer]
+//! endpoint = "https://api.openai.com"  # or "offline"; key in CASCADE_SUMMARIZER_API_KEY
+//! model = "gpt-4o-mini"
+//!
+//! [cascade.tools]
+//! compactable = ["my_reader"]
 //!
 //! [[model]]                      # catalog overrides (see context_cascade::catalog)
 //! id = "my-model"
 //! context_window = 65536
 //! ```
+//!
+//! This module is a leaf: it names no other module of the proxy ([`ConfigError`] becomes a
+//! `ProxyError` where the proxy starts).
+
+mod reference;
+mod secret;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -48,11 +41,11 @@ use std::time::Duration;
 
 use cascade_llm::{Provider, SummarizerSpec};
 use context_cascade::CascadeConfig;
-use context_cascade::catalog::Catalog;
-use serde::Deserialize;
-use serde::de::{self, Deserializer, IgnoredAny, MapAccess, Visitor};
+use context_cascade::catalog::{Catalog, ModelEntry};
+use context_cascade::settings::{Documented, KeyDoc};
 
-use crate::error::ProxyError;
+pub use reference::{FLAGS, Source, reference_markdown, settings_with_sources};
+pub use secret::AdminToken;
 
 /// Default request body limit: 32 MiB.
 pub const DEFAULT_MAX_REQUEST_BYTES: usize = 32 * 1024 * 1024;
@@ -68,127 +61,191 @@ pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
 pub const DEFAULT_STATE_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
 /// Default cap on stored state: 256 MiB.
 pub const DEFAULT_STATE_MAX_BYTES: u64 = 256 * 1024 * 1024;
+/// Default bound on background summary jobs running at once.
+pub const DEFAULT_BACKGROUND_JOBS: usize = 4;
 /// The SQLite path that keeps everything in memory (tests, throwaway runs).
 pub const IN_MEMORY_DB: &str = ":memory:";
+
+/// A configuration that cannot work, on one line naming the key (and, read from a file, the
+/// file and the line): `FILE:3:1: unknown field `forced``,
+/// `cascade.recovery.targets[1] = 1.3: expected a share of E in (0, 1]`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ConfigError(pub String);
 
 /// The environment variable that holds the LLM summarizer's API key.
 pub use cascade_llm::SUMMARIZER_KEY_ENV;
 
-/// Everything the proxy needs to run: its own settings, the summarizer, the engine's
-/// [`CascadeConfig`] and the model [`Catalog`], each in the type its owner defines (nothing
-/// is copied field by field). Build it with [`ProxyConfig::new`] or
-/// [`ProxyConfig::from_toml_str`] / [`ProxyConfig::load`], then override fields from flags.
-///
-/// The file is flat (the keys of the module example); its shape is this struct's
-/// `Deserialize`: the proxy's keys by name, the summarizer keys through
-/// [`SummarizerSpec::parse`], the cascade keys into a [`CascadeConfig`] (the last section,
-/// which rejects any key nobody took), `[[model]]` tables read by the catalog itself.
-#[derive(Debug, Clone, serde::Deserialize)]
-#[serde(default)]
+/// Everything the proxy needs to run, in the shape of its file (at most ten top-level
+/// keys). Build it with [`ProxyConfig::new`] or [`ProxyConfig::from_toml_str`] /
+/// [`ProxyConfig::load`], then override fields from flags.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct ProxyConfig {
     /// Address to listen on (used by callers that bind; [`crate::serve`] takes a listener).
-    #[serde(deserialize_with = "address")]
     pub listen: SocketAddr,
     /// Base URL of the upstream; request paths are appended (`{upstream}/v1/messages`).
     pub upstream: String,
-    /// Forces the context window of every model (`--window`).
-    pub window: Option<u64>,
-    /// Context windows per model id, from the config file.
-    pub windows: BTreeMap<String, u64>,
-    /// SQLite database file (summary cache, calibration, memory, sticky prefixes).
-    #[serde(rename = "db")]
-    pub db_path: PathBuf,
-    /// Largest request body accepted; larger ones get 413.
-    pub max_request_bytes: usize,
-    /// Time allowed for the upstream to answer (and between two streamed chunks).
-    #[serde(rename = "upstream_timeout_secs", deserialize_with = "seconds")]
-    pub upstream_timeout: Duration,
-    /// Time a client has to send its request head; a slower one is disconnected.
-    #[serde(rename = "header_read_timeout_secs", deserialize_with = "seconds")]
-    pub header_read_timeout: Duration,
-    /// Time a client has to send its request body; a slower one gets 408.
-    #[serde(rename = "body_read_timeout_secs", deserialize_with = "seconds")]
-    pub body_read_timeout: Duration,
-    /// Open client connections at most; further ones wait until one closes.
-    pub max_connections: usize,
-    /// Stored conversation state (facts, sticky decisions, summaries) unused for this long
-    /// is evicted.
-    #[serde(rename = "state_ttl_secs", deserialize_with = "seconds")]
-    pub state_ttl: Duration,
-    /// Cap on the stored state's bytes; beyond it the least recently used entries go.
-    pub state_max_bytes: u64,
-    /// Ask the upstream for its context window (llama.cpp `/props`, vLLM `/v1/models`,
-    /// Ollama `/api/show`) when neither flag nor config names one.
-    pub discover: bool,
-    /// Re-apply the previous request's compaction to the known prefix of a conversation
-    /// (prompt-cache stability). On by default; off runs the cascade afresh every time.
-    pub sticky_prefix: bool,
-    /// Prepare ④'s summaries in the background once a conversation is past
-    /// `background_summary_ratio`·E, so that the compaction turn does not wait for them.
-    /// On by default; it only acts with an LLM summarizer (offline summaries take no time).
-    pub background_summaries: bool,
-    /// Background summary jobs running at once, at most (at least 1).
-    pub background_jobs: usize,
-    /// `redis://HOST:PORT[/DB]`: keep the state in Redis, shared by replicas (`--state`);
-    /// `None` keeps it in the SQLite file `db` (which then only holds the tenancy secret
-    /// beside it: replicas must share that secret file).
-    pub state: Option<String>,
-    /// Opens the status page (`GET /`) to any client presenting it; without it the page is
-    /// served to loopback clients only.
-    pub admin_token: Option<crate::status::AdminToken>,
-    /// Send a request the cascade would leave as it is upstream without parsing it into a
-    /// conversation (same bytes, same decision; see the proxy's fastpath module). On by
-    /// default.
-    pub fast_path: bool,
-    /// `[[model]]` tables: read by [`Catalog::with_overrides_toml`] from the same text, only
-    /// accepted here.
+    /// Which context window each model gets.
+    pub window: WindowSettings,
+    /// `[[model]]` tables: catalog overrides, checked by [`Catalog::with_overrides_toml`].
     #[serde(rename = "model")]
-    model_tables: IgnoredAny,
-    /// The summarizer of strategy ④ (`summarizer`, `summarizer_model`,
-    /// `summarizer_protocol`).
-    #[serde(flatten, deserialize_with = "summarizer_keys")]
-    pub summarizer: SummarizerSpec,
-    /// The engine's configuration (`compactable_tools`, `never_compact_tools`,
-    /// `compact_short_of_watermark`, `preemptive_target`, `calibration_prior_tokens`,
-    /// `background_summary_ratio`, `background_forecasts`, `prepared_summary_gap`; the rest
-    /// at their defaults).
-    /// Must stay the last flattened field: it rejects the keys no one before it took.
-    #[serde(flatten, deserialize_with = "cascade_keys")]
+    pub model_overrides: Vec<ModelEntry>,
+    /// Where conversation state (summaries, calibration, memory, sticky prefixes) is kept.
+    pub state: StateSettings,
+    /// Bounds on clients and the upstream.
+    pub limits: LimitSettings,
+    /// Who writes ④'s summaries, and whether they are prepared ahead.
+    pub summarizer: SummarizerSettings,
+    /// What the proxy does to each request besides the cascade.
+    pub requests: RequestSettings,
+    /// The status page.
+    pub status: StatusSettings,
+    /// The engine's configuration: the library's schema.
     pub cascade: CascadeConfig,
     /// The model catalog: the built-in table with the file's `[[model]]` overrides.
     #[serde(skip, default = "Catalog::builtin")]
     pub catalog: Catalog,
 }
 
+context_cascade::settings_group! {
+    /// `[window]`: which context window each model gets (before the catalog).
+    pub struct WindowSettings {
+        /// Forces the context window of every model (`--window`).
+        pub force: Option<u64> = None,
+        /// Ask the upstream for its context window (llama.cpp `/props`, vLLM `/v1/models`,
+        /// Ollama `/api/show`) when neither `force` nor `models` names one.
+        pub discover: bool = true,
+        /// Context windows per model id (`{ "llama-3.1-8b" = 16384 }`).
+        pub models: BTreeMap<String, u64> = BTreeMap::new(),
+    }
+}
+
+context_cascade::settings_group! {
+    /// `[state]`: where conversation state is kept, and for how long.
+    pub struct StateSettings {
+        /// The SQLite file (`":memory:"` keeps nothing); with `url`, it holds only the
+        /// tenancy secret, which replicas must share (`--db`). Default:
+        /// `<data dir>/context-cascade/cascade.db`.
+        pub path: PathBuf = default_db_path(),
+        /// `redis://HOST:PORT[/DB]`: keep the state in Redis, shared by replicas (`--state`).
+        pub url: Option<String> = None,
+        /// State unused for this many seconds is evicted.
+        #[serde(rename = "ttl_secs", with = "seconds")]
+        pub ttl: Duration = DEFAULT_STATE_TTL,
+        /// Cap on the stored state's bytes; beyond it the least recently used entries go.
+        pub max_bytes: u64 = DEFAULT_STATE_MAX_BYTES,
+    }
+}
+
+context_cascade::settings_group! {
+    /// `[limits]`: bounds on clients and on the upstream.
+    pub struct LimitSettings {
+        /// Largest request body accepted; larger ones get 413.
+        pub max_request_bytes: usize = DEFAULT_MAX_REQUEST_BYTES,
+        /// Open client connections at most; further ones wait until one closes.
+        pub max_connections: usize = DEFAULT_MAX_CONNECTIONS,
+        /// Seconds allowed for the upstream to answer (and between two streamed chunks).
+        #[serde(rename = "upstream_timeout_secs", with = "seconds")]
+        pub upstream_timeout: Duration = DEFAULT_UPSTREAM_TIMEOUT,
+        /// Seconds a client has to send its request head; a slower one is disconnected.
+        #[serde(rename = "header_read_timeout_secs", with = "seconds")]
+        pub header_read_timeout: Duration = DEFAULT_HEADER_READ_TIMEOUT,
+        /// Seconds a client has to send its request body; a slower one gets 408.
+        #[serde(rename = "body_read_timeout_secs", with = "seconds")]
+        pub body_read_timeout: Duration = DEFAULT_BODY_READ_TIMEOUT,
+    }
+}
+
+context_cascade::settings_group! {
+    /// `[summarizer]`: who writes ④'s summaries (`--summarizer`).
+    pub struct SummarizerSettings {
+        /// `"offline"` (deterministic, no network) or the base URL of an OpenAI- or
+        /// Anthropic-compatible endpoint; its key comes from CASCADE_SUMMARIZER_API_KEY.
+        pub endpoint: String = "offline".to_owned(),
+        /// The model the endpoint is asked for.
+        pub model: Option<String> = None,
+        /// `"openai"` or `"anthropic"`: the endpoint's protocol (default: guessed from the
+        /// URL's host, `anthropic` on anthropic.com).
+        #[serde(with = "protocol")]
+        pub protocol: Option<Provider> = None,
+        /// Prepare ④'s summaries in the background once a conversation is past
+        /// `cascade.background.summary_ratio`·E, so that the compaction turn does not wait
+        /// for them (an LLM summarizer only: offline summaries take no time).
+        pub background: bool = true,
+        /// Background summary jobs running at once, at most.
+        pub background_jobs: usize = DEFAULT_BACKGROUND_JOBS,
+    }
+}
+
+context_cascade::settings_group! {
+    /// `[requests]`: what the proxy does to each request besides the cascade.
+    pub struct RequestSettings {
+        /// Re-apply the previous request's compaction to the known prefix of a conversation
+        /// (prompt-cache stability); off runs the cascade afresh every time.
+        pub sticky_prefix: bool = true,
+        /// Send a request the cascade would leave as it is upstream without parsing it into
+        /// a conversation (same bytes, same decision).
+        pub fast_path: bool = true,
+    }
+}
+
+context_cascade::settings_group! {
+    /// `[status]`: the status page (`GET /`).
+    pub struct StatusSettings {
+        /// Opens the status page to any client presenting it (`--admin-token`); without it
+        /// the page is served to loopback clients only. Printed as `"<hidden>"`.
+        pub admin_token: Option<AdminToken> = None,
+    }
+}
+
 impl Default for ProxyConfig {
-    /// No upstream, listen on 127.0.0.1:8787, default database, 32 MiB limit, 600 s
-    /// timeout, discovery and sticky prefixes on, offline summarizer, SPEC's cascade.
+    /// No upstream, listen on 127.0.0.1:8787, every group at its default.
     fn default() -> Self {
         ProxyConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 8787)),
             upstream: String::new(),
-            window: None,
-            windows: BTreeMap::new(),
-            db_path: default_db_path(),
-            max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
-            upstream_timeout: DEFAULT_UPSTREAM_TIMEOUT,
-            header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT,
-            body_read_timeout: DEFAULT_BODY_READ_TIMEOUT,
-            max_connections: DEFAULT_MAX_CONNECTIONS,
-            state_ttl: DEFAULT_STATE_TTL,
-            state_max_bytes: DEFAULT_STATE_MAX_BYTES,
-            discover: true,
-            sticky_prefix: true,
-            background_summaries: true,
-            background_jobs: crate::background::DEFAULT_BACKGROUND_JOBS,
-            state: None,
-            admin_token: None,
-            fast_path: true,
-            model_tables: IgnoredAny,
-            summarizer: SummarizerSpec::Offline,
+            window: WindowSettings::default(),
+            model_overrides: Vec::new(),
+            state: StateSettings::default(),
+            limits: LimitSettings::default(),
+            summarizer: SummarizerSettings::default(),
+            requests: RequestSettings::default(),
+            status: StatusSettings::default(),
             cascade: CascadeConfig::default(),
             catalog: Catalog::builtin(),
         }
+    }
+}
+
+impl Documented for ProxyConfig {
+    fn keys() -> Vec<KeyDoc> {
+        vec![
+            KeyDoc::leaf("listen", "Address to listen on (`--listen`)."),
+            KeyDoc::leaf(
+                "upstream",
+                "Base URL of the upstream (`--upstream`); request paths are appended.",
+            ),
+            KeyDoc::group::<WindowSettings>("window", "Which context window each model gets."),
+            KeyDoc::leaf(
+                "model",
+                "`[[model]]` tables: catalog overrides (`id`, `context_window`, `prefix`, \
+                 `token_scale`, `note`).",
+            ),
+            KeyDoc::group::<StateSettings>("state", "Where conversation state is kept."),
+            KeyDoc::group::<LimitSettings>("limits", "Bounds on clients and the upstream."),
+            KeyDoc::group::<SummarizerSettings>("summarizer", "Who writes ④'s summaries."),
+            KeyDoc::group::<RequestSettings>("requests", "What the proxy does to each request."),
+            KeyDoc::group::<StatusSettings>("status", "The status page."),
+            KeyDoc::group::<CascadeConfig>("cascade", "The engine: the library's schema."),
+        ]
+    }
+}
+
+impl SummarizerSettings {
+    /// The summarizer these settings name.
+    pub fn spec(&self) -> SummarizerSpec {
+        SummarizerSpec::parse(&self.endpoint, self.protocol, self.model.clone())
     }
 }
 
@@ -202,64 +259,80 @@ impl ProxyConfig {
     }
 
     /// Reads a TOML config. `upstream` may be left out when a flag will give it.
-    pub fn from_toml_str(text: &str) -> Result<Self, ProxyError> {
+    pub fn from_toml_str(text: &str) -> Result<Self, ConfigError> {
         let mut config: ProxyConfig =
-            toml::from_str(text).map_err(|e| ProxyError::Config(e.to_string()))?;
+            toml::from_str(text).map_err(|e| ConfigError(one_line_error(text, &e)))?;
         config.catalog = Catalog::builtin()
             .with_overrides_toml(text)
-            .map_err(|e| ProxyError::Config(e.to_string()))?;
+            .map_err(|e| ConfigError(e.to_string()))?;
         config.validate()?;
         Ok(config)
     }
 
-    /// Reads a TOML config file.
-    pub fn load(path: &Path) -> Result<Self, ProxyError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| ProxyError::Config(format!("{}: {e}", path.display())))?;
-        Self::from_toml_str(&text).map_err(|e| match e {
-            ProxyError::Config(m) => ProxyError::Config(format!("{}: {m}", path.display())),
-            other => other,
-        })
+    /// Reads a TOML config file; errors name the file (and the line where TOML gives one).
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        Self::read(path).map(|(config, _)| config)
     }
 
-    /// Rejects values that cannot work (zero windows, a zero body limit).
-    pub fn validate(&self) -> Result<(), ProxyError> {
-        if self.window == Some(0) {
-            return Err(ProxyError::Config("window must be positive".into()));
+    /// [`ProxyConfig::load`], with the file's text (to tell which keys it set).
+    pub fn read(path: &Path) -> Result<(Self, String), ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ConfigError(format!("{}: {e}", path.display())))?;
+        let config = Self::from_toml_str(&text).map_err(|ConfigError(m)| {
+            // `FILE:LINE:COLUMN: ...` where TOML gave a place, else `FILE: ...`.
+            if m.starts_with(|c: char| c.is_ascii_digit()) {
+                ConfigError(format!("{}:{m}", path.display()))
+            } else {
+                ConfigError(format!("{}: {m}", path.display()))
+            }
+        })?;
+        Ok((config, text))
+    }
+
+    /// Rejects values that cannot work, naming their key: zero windows and limits, a state
+    /// URL that is not Redis, no background job, and every cascade setting
+    /// ([`CascadeConfig::validate`]).
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let bad = |key: &str, value: &dyn std::fmt::Display, expected: &str| {
+            Err(ConfigError(format!("{key} = {value}: expected {expected}")))
+        };
+        if self.window.force == Some(0) {
+            return bad("window.force", &0, "a positive number of tokens");
         }
-        if let Some((model, _)) = self.windows.iter().find(|(_, w)| **w == 0) {
-            return Err(ProxyError::Config(format!(
-                "windows.{model:?} must be positive"
-            )));
+        if let Some((model, _)) = self.window.models.iter().find(|(_, w)| **w == 0) {
+            return bad(&format!("window.models.{model:?}"), &0, "a positive number");
         }
-        if self.max_request_bytes == 0 {
-            return Err(ProxyError::Config(
-                "max_request_bytes must be positive".into(),
-            ));
+        if self.limits.max_request_bytes == 0 {
+            return bad("limits.max_request_bytes", &0, "a positive number of bytes");
         }
-        if let Some(url) = &self.state
-            && !crate::store::is_redis_url(url)
+        if self.limits.max_connections == 0 {
+            return bad("limits.max_connections", &0, "at least 1");
+        }
+        if let Some(url) = &self.state.url
+            && !is_redis_url(url)
         {
-            return Err(ProxyError::Config(format!(
-                "state = {url:?}: expected redis://HOST:PORT[/DB]"
-            )));
+            return bad("state.url", &format!("{url:?}"), "redis://HOST:PORT[/DB]");
         }
-        if self.max_connections == 0 {
-            return Err(ProxyError::Config(
-                "max_connections must be positive".into(),
-            ));
+        if self.summarizer.background_jobs == 0 {
+            return bad(
+                "summarizer.background_jobs",
+                &0,
+                "at least 1 (summarizer.background = false turns them off)",
+            );
         }
-        Ok(())
+        self.cascade
+            .validate()
+            .map_err(|e| ConfigError(format!("cascade.{e}")))
     }
 
     /// Rejects an upstream that is not an `http://` or `https://` URL with a host, so that
     /// a typo fails at startup rather than as a 502 on every request.
-    pub fn validate_upstream(&self) -> Result<(), ProxyError> {
+    pub fn validate_upstream(&self) -> Result<(), ConfigError> {
         let text = self.upstream_base();
         if text.is_empty() {
-            return Err(ProxyError::Config("no upstream URL given".into()));
+            return Err(ConfigError("no upstream URL given".into()));
         }
-        let bad = |why: &str| ProxyError::Config(format!("upstream {text:?}: {why}"));
+        let bad = |why: &str| ConfigError(format!("upstream {text:?}: {why}"));
         let url = reqwest::Url::parse(text).map_err(|e| bad(&e.to_string()))?;
         if !matches!(url.scheme(), "http" | "https") {
             return Err(bad("expected an http:// or https:// URL"));
@@ -276,118 +349,24 @@ impl ProxyConfig {
     }
 }
 
-/// `listen = "127.0.0.1:8787"`.
-fn address<'de, D: Deserializer<'de>>(deserializer: D) -> Result<SocketAddr, D::Error> {
-    let text = String::deserialize(deserializer)?;
-    text.parse()
-        .map_err(|e| de::Error::custom(format!("listen = {text:?}: not an address ({e})")))
-}
-
-/// `upstream_timeout_secs = 600`.
-fn seconds<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
-    u64::deserialize(deserializer).map(Duration::from_secs)
-}
-
-/// The summarizer's three keys, read by the parser `cascade --summarizer` uses.
-fn summarizer_keys<'de, D: Deserializer<'de>>(deserializer: D) -> Result<SummarizerSpec, D::Error> {
-    #[derive(serde::Deserialize)]
-    struct Keys {
-        summarizer: Option<String>,
-        summarizer_model: Option<String>,
-        /// `openai` or `anthropic`: the endpoint's protocol (else guessed from the URL).
-        summarizer_protocol: Option<String>,
-    }
-    let keys = Keys::deserialize(deserializer)?;
-    let api =
-        match keys.summarizer_protocol {
-            Some(protocol) => Some(protocol.parse::<Provider>().map_err(|e| {
-                de::Error::custom(format!("summarizer_protocol = {protocol:?}: {e}"))
-            })?),
-            None => None,
-        };
-    Ok(match keys.summarizer {
-        Some(text) => SummarizerSpec::parse(&text, api, keys.summarizer_model),
-        None => SummarizerSpec::Offline,
-    })
-}
-
-/// The cascade keys of the file, applied to SPEC's [`CascadeConfig`]; any other key left
-/// at this point is unknown to every section and rejected (a misspelt key must not vanish).
-fn cascade_keys<'de, D: Deserializer<'de>>(deserializer: D) -> Result<CascadeConfig, D::Error> {
-    deserializer.deserialize_map(CascadeKeys)
-}
-
-struct CascadeKeys;
-
-impl<'de> Visitor<'de> for CascadeKeys {
-    type Value = CascadeConfig;
-
-    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("the proxy's configuration table")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<CascadeConfig, A::Error> {
-        let mut config = CascadeConfig::default();
-        let (mut compactable, mut never) = (Vec::<String>::new(), Vec::<String>::new());
-        while let Some(key) = map.next_key::<String>()? {
-            match key.as_str() {
-                "compactable_tools" => compactable = map.next_value()?,
-                "never_compact_tools" => never = map.next_value()?,
-                "compact_short_of_watermark" => {
-                    config.compact_short_of_watermark = map.next_value()?
-                }
-                "preemptive_target" => {
-                    let share: f64 = map.next_value()?;
-                    if !(share > 0.0 && share <= 1.0) {
-                        return Err(de::Error::custom(format!(
-                            "preemptive_target = {share}: expected a share of the window in (0, 1]"
-                        )));
-                    }
-                    config.preemptive_target = share;
-                }
-                "background_summary_ratio" => {
-                    let ratio: f64 = map.next_value()?;
-                    if !(ratio > 0.0 && ratio <= config.preemptive_ratio) {
-                        return Err(de::Error::custom(format!(
-                            "background_summary_ratio = {ratio}: expected a share of the window above 0 and at most the preemptive {}",
-                            config.preemptive_ratio
-                        )));
-                    }
-                    config.background_summary_ratio = ratio;
-                }
-                "background_forecasts" => {
-                    let forecasts: usize = map.next_value()?;
-                    if forecasts == 0 {
-                        return Err(de::Error::custom(
-                            "background_forecasts = 0: expected at least 1 (background_summaries = false turns them off)",
-                        ));
-                    }
-                    config.background_forecasts = forecasts;
-                }
-                "prepared_summary_gap" => {
-                    let share: f64 = map.next_value()?;
-                    if !(0.0..1.0).contains(&share) {
-                        return Err(de::Error::custom(format!(
-                            "prepared_summary_gap = {share}: expected a share of the summarized range from 0 (off) to below 1"
-                        )));
-                    }
-                    config.prepared_summary_gap = share;
-                }
-                "calibration_prior_tokens" => {
-                    let tokens: f64 = map.next_value()?;
-                    if !tokens.is_finite() || tokens < 0.0 {
-                        return Err(de::Error::custom(format!(
-                            "calibration_prior_tokens = {tokens}: expected 0 or a positive number of tokens"
-                        )));
-                    }
-                    config.calibration_prior_tokens = tokens;
-                }
-                other => return Err(de::Error::custom(format!("unknown key `{other}`"))),
-            }
+/// TOML's error on one line: `LINE:COLUMN: message` where it gives a place.
+fn one_line_error(text: &str, error: &toml::de::Error) -> String {
+    let message = error.message().trim().replace('\n', " ");
+    match error.span() {
+        Some(span) => {
+            let before = &text[..span.start.min(text.len())];
+            let line = before.matches('\n').count() + 1;
+            let column = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
+            format!("{line}:{column}: {message}")
         }
-        config.tools = config.tools.with_names(&compactable, &never);
-        Ok(config)
+        None => message,
     }
+}
+
+/// Whether `text` names a Redis state store (`redis://`, or `rediss://` which the build
+/// does not support and the Redis store rejects with a reason).
+pub fn is_redis_url(text: &str) -> bool {
+    text.starts_with("redis://") || text.starts_with("rediss://")
 }
 
 /// `<data dir>/context-cascade/cascade.db`, or `cascade.db` in the working directory when
@@ -398,97 +377,49 @@ pub fn default_db_path() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("cascade.db"))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use context_cascade::tool_names::ToolPolicy;
+/// `#[serde(with)]` for a duration written as whole seconds (`ttl_secs = 604800`).
+mod seconds {
+    use std::time::Duration;
 
-    #[test]
-    fn file_values_are_read() {
-        let text = r#"
-            listen = "127.0.0.1:9000"
-            upstream = "http://up:8080/"
-            db = ":memory:"
-            upstream_timeout_secs = 5
-            summarizer = "offline"
-            compactable_tools = ["my_reader"]
-            [windows]
-            "small" = 4096
-            [[model]]
-            id = "custom"
-            context_window = 65536
-        "#;
-        let c = ProxyConfig::from_toml_str(text).unwrap();
-        assert_eq!(c.listen.port(), 9000);
-        assert_eq!(c.upstream_base(), "http://up:8080");
-        assert_eq!(c.windows.get("small"), Some(&4096));
-        assert_eq!(c.upstream_timeout, Duration::from_secs(5));
-        assert_eq!(c.db_path, PathBuf::from(IN_MEMORY_DB));
-        assert_eq!(c.catalog.lookup("custom").context_window, 65536);
-        assert_eq!(c.max_request_bytes, DEFAULT_MAX_REQUEST_BYTES);
-        assert_eq!(c.cascade.calibration_prior_tokens, 0.0);
-        assert!(!c.cascade.compact_short_of_watermark);
-        assert_eq!(c.cascade.preemptive_target, 0.6);
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(value: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(value.as_secs())
     }
 
-    #[test]
-    fn cascade_keys_reach_the_cascade_config() {
-        let text = "compact_short_of_watermark = true\npreemptive_target = 0.75\nnever_compact_tools = [\"Read\"]\nupstream = \"http://u\"";
-        let c = ProxyConfig::from_toml_str(text).unwrap();
-        assert!(c.cascade.compact_short_of_watermark);
-        assert_eq!(c.cascade.preemptive_target, 0.75);
-        let zero = "preemptive_target = 0\nupstream = \"http://u\"";
-        assert!(ProxyConfig::from_toml_str(zero).is_err());
-        assert_eq!(c.upstream, "http://u");
-        let args = serde_json::json!({"file_path": "/a"});
-        assert!(ToolPolicy::default().is_compactable("Read", &args));
-        assert!(!c.cascade.tools.is_compactable("Read", &args));
-        let bad_model = "[[model]]\nid = \"m\"\ncontext_window = 0";
-        assert!(ProxyConfig::from_toml_str(bad_model).is_err());
-        let unknown_in_model = "[[model]]\nid = \"m\"\ncontext_window = 9\nwindow = 1";
-        assert!(ProxyConfig::from_toml_str(unknown_in_model).is_err());
-    }
-
-    #[test]
-    fn calibration_rule_is_read_and_checked() {
-        let c = ProxyConfig::from_toml_str("calibration_prior_tokens = 32000").unwrap();
-        assert_eq!(c.cascade.calibration_prior_tokens, 32_000.0);
-        let err = ProxyConfig::from_toml_str("calibration_prior_tokens = -1").unwrap_err();
-        assert!(
-            err.to_string().contains("calibration_prior_tokens"),
-            "{err}"
-        );
-    }
-
-    #[test]
-    fn the_stand_in_gap_is_read_and_checked() {
-        let c = ProxyConfig::from_toml_str("prepared_summary_gap = 0.5").unwrap();
-        assert_eq!(c.cascade.prepared_summary_gap, 0.5);
-        assert_eq!(ProxyConfig::default().cascade.prepared_summary_gap, 0.0);
-        let err = ProxyConfig::from_toml_str("prepared_summary_gap = 1.0").unwrap_err();
-        assert!(err.to_string().contains("prepared_summary_gap"), "{err}");
-    }
-
-    #[test]
-    fn unknown_keys_and_zero_windows_are_rejected() {
-        assert!(ProxyConfig::from_toml_str("upstrem = \"x\"").is_err());
-        assert!(ProxyConfig::from_toml_str("window = 0").is_err());
-        assert!(ProxyConfig::from_toml_str("[windows]\nm = 0").is_err());
-    }
-
-    #[test]
-    fn summarizer_keys_are_read() {
-        let c = ProxyConfig::from_toml_str("summarizer = \"offline\"").unwrap();
-        assert_eq!(c.summarizer, SummarizerSpec::Offline);
-        let text = "summarizer = \"http://x\"\nsummarizer_model = \"m\"\nsummarizer_protocol = \"anthropic\"";
-        let SummarizerSpec::Endpoint(e) = ProxyConfig::from_toml_str(text).unwrap().summarizer
-        else {
-            panic!("an endpoint")
-        };
-        assert_eq!(
-            (e.provider, e.model.as_deref()),
-            (Provider::Anthropic, Some("m"))
-        );
-        assert!(ProxyConfig::from_toml_str("summarizer_protocol = \"gemini\"").is_err());
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        u64::deserialize(d).map(Duration::from_secs)
     }
 }
+
+/// `#[serde(with)]` for the summarizer's protocol, by the name `--summarizer-api` takes.
+mod protocol {
+    use cascade_llm::Provider;
+    use serde::de::Error as _;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(
+        value: &Option<Provider>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        match value {
+            Some(provider) => s.serialize_some(provider.as_str()),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<Provider>, D::Error> {
+        match Option::<String>::deserialize(d)? {
+            Some(name) => name
+                .parse::<Provider>()
+                .map(Some)
+                .map_err(|e| D::Error::custom(format!("{name:?}: {e}"))),
+            None => Ok(None),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -30,7 +30,7 @@ const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 /// Where a window came from, for logs and metrics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WindowSource {
-    /// `--window` (or `window` in the file) forces every model's window.
+    /// `--window` (or `window.force` in the file) forces every model's window.
     Flag,
     /// The file's `[windows]` table names this model.
     Config,
@@ -103,12 +103,13 @@ impl Learned {
 }
 
 impl Windows {
-    /// The precedence of `config`'s `window`, `windows`, `discover` and `catalog`.
+    /// The precedence of `config`'s `window.force`, `window.models`, `window.discover` and
+    /// `catalog`.
     pub fn new(config: &ProxyConfig) -> Self {
         Windows {
-            forced: config.window,
-            configured: config.windows.clone(),
-            discover: config.discover,
+            forced: config.window.force,
+            configured: config.window.models.clone(),
+            discover: config.window.discover,
             catalog: config.catalog.clone(),
             discovered: Mutex::new(HashMap::new()),
             learned: Mutex::new(BTreeMap::new()),
@@ -355,7 +356,7 @@ mod tests {
         assert_eq!(learned.limit, 59275);
         assert!(!learned.counts_reserve);
         let mut config = ProxyConfig::new("http://127.0.0.1:1");
-        config.discover = false;
+        config.window.discover = false;
         let windows = Windows::new(&config);
         assert!(windows.learn("claude-x", learned));
         assert!(!windows.learn("claude-x", learned));
@@ -373,7 +374,7 @@ mod tests {
                 .render_learned()
                 .contains("cascade_learned_window_tokens{model=\"claude-x\"} 59275")
         );
-        config.windows.insert("claude-x".into(), 1000);
+        config.window.models.insert("claude-x".into(), 1000);
         let configured = Windows::new(&config);
         configured.learn("claude-x", learned);
         assert_eq!(resolve(&configured), (1000, WindowSource::Config));

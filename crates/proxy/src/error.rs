@@ -25,6 +25,12 @@ pub enum ProxyError {
     Client(String),
 }
 
+impl From<crate::config::ConfigError> for ProxyError {
+    fn from(error: crate::config::ConfigError) -> Self {
+        ProxyError::Config(error.0)
+    }
+}
+
 /// What kind of problem an error answer reports; it picks the `type` the SDKs expect.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ErrorKind {

@@ -365,12 +365,12 @@ where
     let largest = facts.iter().map(|f| f.largest_result).fold(0.0, f64::max);
     let budget = budget(model, skeleton.output_reserve()).await;
     let largest_tokens = (largest * estimator.multiplier).ceil() as u64;
-    let nothing_fires = largest_tokens <= budget.share(config.single_tool_result_share)
-        && tokens <= budget.share(config.headroom_ratio)
-        && tokens <= budget.share(config.preemptive_ratio);
+    let nothing_fires = largest_tokens <= budget.share(config.layer1.single_tool_result_share)
+        && tokens <= budget.share(config.layer1.headroom_ratio)
+        && tokens <= budget.share(config.recovery.preemptive_ratio);
     // Past the pre-threshold a background job prepares ④'s summaries (when on), from the
     // request parsed after it is answered: the request itself does not wait for that.
-    let prepare_ahead = background && tokens > budget.share(config.background_summary_ratio);
+    let prepare_ahead = background && tokens > budget.share(config.background.summary_ratio);
     if !nothing_fires {
         tracing::debug!(tokens, largest_tokens, "fast path: a strategy would run");
     }

@@ -38,9 +38,9 @@ impl Limits {
     /// The limits `config` sets.
     pub fn from_config(config: &ProxyConfig) -> Self {
         Limits {
-            header_read_timeout: config.header_read_timeout,
-            body_read_timeout: config.body_read_timeout,
-            max_connections: config.max_connections,
+            header_read_timeout: config.limits.header_read_timeout,
+            body_read_timeout: config.limits.body_read_timeout,
+            max_connections: config.limits.max_connections,
         }
     }
 }

@@ -77,9 +77,9 @@ impl AppState {
         config.validate_upstream()?;
         let opened = store::open(&config)?;
         let store = opened.store;
-        let tenancy = Tenancy::open(&config.db_path)?;
+        let tenancy = Tenancy::open(&config.state.path)?;
         let limits = Limits::from_config(&config);
-        let status = Status::new(config.admin_token.clone());
+        let status = Status::new(config.status.admin_token.clone());
         let metrics = Arc::new(Metrics::default());
         let windows = Windows::new(&config);
         // Limits learned from overflow errors before a restart still hold.
@@ -92,10 +92,10 @@ impl AppState {
                 },
             );
         }
-        let inner = summarizer(&config.summarizer)?;
+        let inner = summarizer(&config.summarizer.spec())?;
         let cached: Arc<dyn Summarizer> = Arc::new(
             CachingSummarizer::new(inner, store.clone(), metrics.clone())
-                .with_gap_share(config.cascade.prepared_summary_gap),
+                .with_gap_share(config.cascade.experimental.prepared_summary_gap),
         );
         let background = background::for_config(&config, &cached);
         let upstream = config.upstream_base().to_owned();
@@ -115,20 +115,23 @@ impl AppState {
         manager.restore_calibration(calibration);
         let client = reqwest::Client::builder()
             .connect_timeout(CONNECT_TIMEOUT)
-            .read_timeout(config.upstream_timeout)
+            .read_timeout(config.limits.upstream_timeout)
             .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|e| ProxyError::Client(e.to_string()))?;
         let state = Arc::new(AppState {
             upstream,
-            max_request_bytes: config.max_request_bytes,
-            upstream_timeout: config.upstream_timeout,
-            sticky: config.sticky_prefix.then(|| Sticky::new(store.clone())),
+            max_request_bytes: config.limits.max_request_bytes,
+            upstream_timeout: config.limits.upstream_timeout,
+            sticky: config
+                .requests
+                .sticky_prefix
+                .then(|| Sticky::new(store.clone())),
             windows,
             manager,
             client,
             store,
-            fastpath: crate::fastpath::FastPath::new(config.fast_path),
+            fastpath: crate::fastpath::FastPath::new(config.requests.fast_path),
             metrics,
             responses: ResponsesCounters::default(),
             tenancy,

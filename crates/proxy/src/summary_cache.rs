@@ -60,7 +60,7 @@ impl CachingSummarizer {
     }
 
     /// Lets the summary of a request's first messages stand in for it when the messages
-    /// left out are at most `gap_share` of it (`CascadeConfig::prepared_summary_gap`).
+    /// left out are at most `gap_share` of it (`ExperimentalConfig::prepared_summary_gap`).
     pub fn with_gap_share(mut self, gap_share: f64) -> Self {
         self.gap_share = gap_share;
         self

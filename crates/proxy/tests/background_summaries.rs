@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use axum::response::IntoResponse;
 use cascade_proxy::config::IN_MEMORY_DB;
-use cascade_proxy::{AppState, Provider, ProxyConfig, REPORT_HEADER, SummarizerSpec};
+use cascade_proxy::{AppState, Provider, ProxyConfig, REPORT_HEADER};
 use cascade_test_support::upstream::{Answer, Upstream, start_async};
 use context_cascade::{Budget, CascadeConfig, ContextManager, format};
 use serde_json::{Value, json};
@@ -63,12 +63,13 @@ async fn proxy_with(
 ) -> (String, Arc<AppState>) {
     let mut config = ProxyConfig::new(upstream);
     config.cascade = cascade;
-    config.db_path = IN_MEMORY_DB.into();
-    config.discover = false;
-    config.window = Some(WINDOW);
-    config.background_summaries = background;
-    config.summarizer =
-        SummarizerSpec::parse(upstream, Some(Provider::OpenAi), Some(SUMMARY_MODEL.into()));
+    config.state.path = IN_MEMORY_DB.into();
+    config.window.discover = false;
+    config.window.force = Some(WINDOW);
+    config.summarizer.background = background;
+    config.summarizer.endpoint = upstream.to_owned();
+    config.summarizer.protocol = Some(Provider::OpenAi);
+    config.summarizer.model = Some(SUMMARY_MODEL.into());
     common::start_proxy(config).await
 }
 
@@ -149,8 +150,8 @@ async fn without_background_summaries_the_compaction_request_waits_for_one() {
 #[tokio::test]
 async fn the_offline_summarizer_needs_no_background_jobs() {
     let mut config = ProxyConfig::new("http://127.0.0.1:9");
-    config.db_path = IN_MEMORY_DB.into();
-    assert!(config.background_summaries);
+    config.state.path = IN_MEMORY_DB.into();
+    assert!(config.summarizer.background);
     assert!(AppState::new(config).unwrap().background().is_none());
 }
 
@@ -316,10 +317,8 @@ async fn a_conversation_that_grew_while_its_job_ran_is_prepared_again() {
 async fn the_fast_path_takes_requests_past_the_pre_threshold_and_their_jobs_still_start() {
     let summaries = Arc::new(AtomicUsize::new(0));
     let upstream = upstream(summaries.clone(), Duration::from_millis(10)).await;
-    let cascade = CascadeConfig {
-        background_summary_ratio: 0.5,
-        ..CascadeConfig::default()
-    };
+    let mut cascade = CascadeConfig::default();
+    cascade.background.summary_ratio = 0.5;
     let (proxy, state) = proxy_with(&upstream, true, cascade).await;
     let client = reqwest::Client::new();
     let manager = ContextManager::new(CascadeConfig::default());
@@ -343,9 +342,9 @@ async fn the_fast_path_takes_requests_past_the_pre_threshold_and_their_jobs_stil
 
 #[test]
 fn the_forecast_bound_is_read_and_checked() {
-    let config = ProxyConfig::from_toml_str("background_forecasts = 2").unwrap();
-    assert_eq!(config.cascade.background_forecasts, 2);
-    assert!(ProxyConfig::from_toml_str("background_forecasts = 0").is_err());
+    let config = ProxyConfig::from_toml_str("[cascade.background]\nforecasts = 2").unwrap();
+    assert_eq!(config.cascade.background.forecasts, 2);
+    assert!(ProxyConfig::from_toml_str("[cascade.background]\nforecasts = 0").is_err());
     let default = ProxyConfig::from_toml_str("").unwrap();
-    assert_eq!(default.cascade.background_forecasts, 4);
+    assert_eq!(default.cascade.background.forecasts, 4);
 }

@@ -19,8 +19,8 @@ async fn proxy(window: u64, fast_path: bool) -> Harness {
     let mut script = Script::new(u64::MAX);
     script.bytes_per_token = 4.0;
     start(script, |c| {
-        c.window = Some(window);
-        c.fast_path = fast_path;
+        c.window.force = Some(window);
+        c.requests.fast_path = fast_path;
     })
     .await
 }

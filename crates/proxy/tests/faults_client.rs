@@ -116,7 +116,7 @@ async fn a_slow_client_is_cut_at_the_body_timeout() {
     let up =
         upstream::start(|_, _| upstream::json(200, upstream::openai_completion("ok", 5))).await;
     let proxy = proxy(&up.base, |c| {
-        c.body_read_timeout = Duration::from_millis(800)
+        c.limits.body_read_timeout = Duration::from_millis(800)
     })
     .await;
     for shape in SHAPES {
@@ -149,7 +149,7 @@ async fn an_unusable_database_still_serves_and_health_says_degraded() {
     })
     .await;
     let path = db.clone();
-    let proxy = proxy(&up.base, move |c| c.db_path = path).await;
+    let proxy = proxy(&up.base, move |c| c.state.path = path).await;
     let health = || async {
         reqwest::get(format!("{proxy}/healthz"))
             .await

@@ -49,7 +49,10 @@ async fn server_errors_and_rate_limits_pass_through_with_retry_after() {
 #[tokio::test]
 async fn a_hanging_upstream_gets_504_at_the_timeout() {
     let silent = upstream::start_silent().await;
-    let proxy = proxy(&silent, |c| c.upstream_timeout = Duration::from_millis(700)).await;
+    let proxy = proxy(&silent, |c| {
+        c.limits.upstream_timeout = Duration::from_millis(700)
+    })
+    .await;
     for shape in SHAPES {
         let started = Instant::now();
         let response = send(&proxy, shape.path(), &shape.body("hi", false)).await;
@@ -100,7 +103,7 @@ async fn endless_overflow_stops_after_five_upstream_calls() {
         };
         let (status, body) = overflow_body(kind);
         let up = upstream::start(move |_, _| upstream::raw_json(status, body.clone(), &[])).await;
-        let proxy = proxy(&up.base, |c| c.window = Some(100_000)).await;
+        let proxy = proxy(&up.base, |c| c.window.force = Some(100_000)).await;
         let long = "Message: the build failed because the parser rejected an input. ".repeat(400);
         let response = send(&proxy, shape.path(), &shape.body(&long, false)).await;
         assert_eq!(response.status(), 400, "{shape:?}");

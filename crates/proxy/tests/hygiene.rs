@@ -13,8 +13,8 @@ use serde_json::json;
 
 async fn proxy_for(upstream: &Upstream) -> String {
     let mut config = ProxyConfig::new(upstream.base.clone());
-    config.db_path = IN_MEMORY_DB.into();
-    config.discover = false;
+    config.state.path = IN_MEMORY_DB.into();
+    config.window.discover = false;
     common::start_proxy(config).await.0
 }
 
@@ -92,7 +92,7 @@ async fn passthrough_keeps_content_length_framing() {
 fn upstreams_that_are_not_http_urls_are_refused() {
     for bad in ["notaurl", "ftp://example.com", "http://"] {
         let mut config = ProxyConfig::new(bad);
-        config.db_path = IN_MEMORY_DB.into();
+        config.state.path = IN_MEMORY_DB.into();
         let error = AppState::new(config).err().map(|e| e.to_string());
         let error = error.unwrap_or_else(|| panic!("{bad} accepted"));
         assert!(error.contains("upstream"), "{error}");

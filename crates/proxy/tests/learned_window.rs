@@ -33,7 +33,7 @@ async fn a_learned_window_survives_a_restart() {
     let db = dir.join("cascade.db");
     let body = big_body();
 
-    let first = start(Script::new(6000), |c| c.db_path = db.clone()).await;
+    let first = start(Script::new(6000), |c| c.state.path = db.clone()).await;
     let response = post(&first, "/v1/messages", &body).await;
     assert_eq!(response.status(), 200, "{}", response.text().await.unwrap());
     assert_eq!(
@@ -43,7 +43,7 @@ async fn a_learned_window_survives_a_restart() {
     );
     drop(first);
 
-    let second = start(Script::new(6000), |c| c.db_path = db.clone()).await;
+    let second = start(Script::new(6000), |c| c.state.path = db.clone()).await;
     let text = metrics_text(&second).await;
     assert!(
         text.contains(&format!(

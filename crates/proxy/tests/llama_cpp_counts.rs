@@ -65,7 +65,7 @@ async fn llama_cpp(counts: Option<u64>) -> Upstream {
 
 async fn proxy(upstream: &str) -> (String, Arc<AppState>) {
     let mut config = ProxyConfig::new(upstream);
-    config.db_path = IN_MEMORY_DB.into();
+    config.state.path = IN_MEMORY_DB.into();
     common::start_proxy(config).await
 }
 

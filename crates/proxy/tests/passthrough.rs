@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 #[tokio::test]
 async fn client_headers_reach_the_upstream_on_every_route() {
-    let h = start(Script::new(1_000_000), |c| c.window = Some(128_000)).await;
+    let h = start(Script::new(1_000_000), |c| c.window.force = Some(128_000)).await;
     let body = json!({"model": "gpt-4o", "messages": history(1, 50, LAST)});
     assert_eq!(post(&h, "/v1/chat/completions", &body).await.status(), 200);
     let models = h
@@ -38,7 +38,7 @@ async fn client_headers_reach_the_upstream_on_every_route() {
 
 #[tokio::test]
 async fn non_overflow_errors_pass_through_unchanged() {
-    let h = start(Script::new(1_000_000), |c| c.window = Some(128_000)).await;
+    let h = start(Script::new(1_000_000), |c| c.window.force = Some(128_000)).await;
     let rate_limit = r#"{"error":{"message":"Rate limit reached for gpt-4o: tokens per min (TPM): Limit 30000, Used 29000, Requested 2000.","type":"tokens","code":"rate_limit_exceeded"}}"#;
     h.script
         .push_error(429, rate_limit, &[("retry-after", "7")]);
@@ -63,8 +63,8 @@ fn assert_refused(status: u16, error: &Value, what: &str) {
 #[tokio::test]
 async fn bad_requests_get_400_and_413_in_the_formats_shape() {
     let h = start(Script::new(1_000_000), |c| {
-        c.window = Some(128_000);
-        c.max_request_bytes = 2000;
+        c.window.force = Some(128_000);
+        c.limits.max_request_bytes = 2000;
     })
     .await;
     let send = |path: &'static str, body: Vec<u8>| {
@@ -115,8 +115,8 @@ async fn unreachable_upstream_gives_502() {
     let upstream = format!("http://{}", closed.local_addr().unwrap());
     drop(closed);
     let mut config = cascade_proxy::ProxyConfig::new(upstream);
-    config.db_path = cascade_proxy::config::IN_MEMORY_DB.into();
-    config.discover = false;
+    config.state.path = cascade_proxy::config::IN_MEMORY_DB.into();
+    config.window.discover = false;
     let (proxy, _state) = common::start_proxy(config).await;
     let client = reqwest::Client::new();
     let body = json!({"model": "gpt-4o", "messages": history(1, 50, LAST)});
@@ -144,8 +144,8 @@ async fn slow_upstream_gives_504() {
     let mut script = Script::new(1_000_000);
     script.delay = std::time::Duration::from_secs(30);
     let h = start(script, |c| {
-        c.window = Some(128_000);
-        c.upstream_timeout = std::time::Duration::from_millis(300);
+        c.window.force = Some(128_000);
+        c.limits.upstream_timeout = std::time::Duration::from_millis(300);
     })
     .await;
     let body = anthropic_body("claude-sonnet-4-5", &history(1, 50, LAST), false);
@@ -161,7 +161,7 @@ async fn client_disconnect_cancels_the_upstream_stream() {
     use futures::StreamExt;
     use std::sync::atomic::Ordering;
 
-    let h = start(Script::new(1_000_000), |c| c.window = Some(128_000)).await;
+    let h = start(Script::new(1_000_000), |c| c.window.force = Some(128_000)).await;
     let body = json!({"model": "endless", "stream": true, "messages": history(1, 50, LAST)});
     let response = post(&h, "/v1/chat/completions", &body).await;
     assert_eq!(response.status(), 200);
@@ -185,7 +185,7 @@ async fn client_disconnect_cancels_the_upstream_stream() {
 
 #[tokio::test]
 async fn other_methods_on_cascade_paths_are_forwarded() {
-    let h = start(Script::new(1_000_000), |c| c.window = Some(128_000)).await;
+    let h = start(Script::new(1_000_000), |c| c.window.force = Some(128_000)).await;
     // The scripted upstream has no GET on this path: its 405 comes back as it is.
     let response = h
         .client
@@ -203,7 +203,7 @@ async fn other_methods_on_cascade_paths_are_forwarded() {
 
 #[tokio::test]
 async fn untouched_requests_go_upstream_byte_for_byte() {
-    let h = start(Script::new(1_000_000), |c| c.window = Some(128_000)).await;
+    let h = start(Script::new(1_000_000), |c| c.window.force = Some(128_000)).await;
     // Unusual spacing and key order: kept as the client wrote them.
     let raw = "{ \"messages\":[{\"content\":\"hi\",  \"role\":\"user\"}], \"model\":\"gpt-4o\" }";
     let response = common::post_raw(&h, "/v1/chat/completions", raw).await;

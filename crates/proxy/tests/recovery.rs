@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 #[tokio::test]
 async fn openai_overflow_is_recovered_by_pruning() {
-    let h = start(Script::new(3000), |c| c.window = Some(8000)).await;
+    let h = start(Script::new(3000), |c| c.window.force = Some(8000)).await;
     let body = json!({"model": "gpt-4o", "messages": history(15, 600, LAST)});
     let response = post(&h, "/v1/chat/completions", &body).await;
     assert_eq!(response.status(), 200);
@@ -54,7 +54,7 @@ async fn openai_overflow_is_recovered_by_pruning() {
 
 #[tokio::test]
 async fn anthropic_streaming_overflow_is_recovered() {
-    let h = start(Script::new(3000), |c| c.window = Some(200_000)).await;
+    let h = start(Script::new(3000), |c| c.window.force = Some(200_000)).await;
     let body = anthropic_body("claude-sonnet-4-5", &history(15, 600, LAST), true);
     let response = post(&h, "/v1/messages", &body).await;
     assert_eq!(response.status(), 200);
@@ -86,7 +86,7 @@ async fn anthropic_streaming_overflow_is_recovered() {
 async fn llama_cpp_streaming_overflow_is_recovered() {
     let mut script = Script::new(3000);
     script.flavor = OpenAiFlavor::LlamaCpp;
-    let h = start(script, |c| c.window = Some(32_000)).await;
+    let h = start(script, |c| c.window.force = Some(32_000)).await;
     let body = json!({"model": "local", "stream": true, "stream_options": {"include_usage": true},
                       "messages": history(15, 600, LAST)});
     let response = post(&h, "/v1/chat/completions", &body).await;
@@ -101,7 +101,7 @@ async fn llama_cpp_streaming_overflow_is_recovered() {
 #[tokio::test]
 async fn exhausted_retries_answer_in_the_formats_error_shape() {
     // Nothing fits in 20 tokens: every call overflows until the cascade gives up.
-    let h = start(Script::new(20), |c| c.window = Some(8000)).await;
+    let h = start(Script::new(20), |c| c.window.force = Some(8000)).await;
     let body = json!({"model": "gpt-4o", "messages": history(15, 600, LAST)});
     let response = post(&h, "/v1/chat/completions", &body).await;
     assert_eq!(response.status(), 400);
@@ -130,13 +130,13 @@ async fn llm_summarizer_is_used_when_configured() {
     // The scripted upstream doubles as the summarizer endpoint.
     let mut script = Script::new(1_000_000);
     script.report_usage = false;
-    let h = start(script, |c| c.window = Some(4000)).await;
+    let h = start(script, |c| c.window.force = Some(4000)).await;
     let mut config = cascade_proxy::ProxyConfig::new(h.upstream.clone());
-    config.db_path = cascade_proxy::config::IN_MEMORY_DB.into();
-    config.discover = false;
-    config.window = Some(4000);
-    config.summarizer =
-        cascade_proxy::SummarizerSpec::parse(&h.upstream, None, Some("summarizer-model".into()));
+    config.state.path = cascade_proxy::config::IN_MEMORY_DB.into();
+    config.window.discover = false;
+    config.window.force = Some(4000);
+    config.summarizer.endpoint = h.upstream.clone();
+    config.summarizer.model = Some("summarizer-model".into());
     let (proxy, state) = common::start_proxy(config).await;
     let body = json!({"model": "gpt-4o", "messages": history(10, 3000, LAST)});
     let response = common::send_chat(&h.client, &proxy, &body).await;

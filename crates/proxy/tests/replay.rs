@@ -38,8 +38,8 @@ async fn replay(fixture: &str, window: u64, sticky: bool) -> Replay {
     // Roughly what a real tokenizer gives on this kind of text.
     script.bytes_per_token = 4.0;
     let h = start(script, |c| {
-        c.window = Some(window);
-        c.sticky_prefix = sticky;
+        c.window.force = Some(window);
+        c.requests.sticky_prefix = sticky;
     })
     .await;
     let points = call_points(&messages);

@@ -16,7 +16,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cascade_proxy::{EndpointSpec, Provider, ProxyConfig, SummarizerSpec};
+use cascade_proxy::{Provider, ProxyConfig};
 use common::{Script, call_points, fixture_messages, parts, scripted, start_proxy};
 use context_cascade::replay::PrefixStability;
 use redis_server::RedisServer;
@@ -57,18 +57,16 @@ async fn cluster(replicas: usize, state: Option<String>, db: &Path, window: u64)
     let mut proxies = Vec::new();
     for i in 0..replicas {
         let mut config = ProxyConfig::new(upstream.clone());
-        config.discover = false;
-        config.window = Some(window);
-        config.db_path = match &state {
+        config.window.discover = false;
+        config.window.force = Some(window);
+        config.state.path = match &state {
             Some(_) => db.join("shared.db"),
             None => db.join(format!("replica-{i}.db")),
         };
-        config.state = state.clone();
-        config.summarizer = SummarizerSpec::Endpoint(EndpointSpec {
-            url: upstream.clone(),
-            provider: Provider::OpenAi,
-            model: Some("summarizer".into()),
-        });
+        config.state.url = state.clone();
+        config.summarizer.endpoint = upstream.clone();
+        config.summarizer.protocol = Some(Provider::OpenAi);
+        config.summarizer.model = Some("summarizer".into());
         proxies.push(start_proxy(config).await.0);
     }
     Cluster {

@@ -22,7 +22,7 @@ fn header(response: &reqwest::Response) -> String {
 
 #[tokio::test]
 async fn a_responses_overflow_is_recovered() {
-    let h = start(Script::new(3000), |c| c.window = Some(8000)).await;
+    let h = start(Script::new(3000), |c| c.window.force = Some(8000)).await;
     let response = post(
         &h,
         "/v1/responses",
@@ -52,7 +52,7 @@ async fn a_responses_overflow_is_recovered() {
 
 #[tokio::test]
 async fn a_failed_stream_is_retried_before_any_event_reaches_the_client() {
-    let h = start(Script::new(3000), |c| c.window = Some(8000)).await;
+    let h = start(Script::new(3000), |c| c.window.force = Some(8000)).await;
     let response = post(
         &h,
         "/v1/responses",
@@ -81,7 +81,7 @@ async fn a_failed_stream_is_retried_before_any_event_reaches_the_client() {
 
 #[tokio::test]
 async fn history_held_by_the_provider_is_forwarded_untouched() {
-    let h = start(Script::new(3000), |c| c.window = Some(8000)).await;
+    let h = start(Script::new(3000), |c| c.window.force = Some(8000)).await;
     let mut body = responses_body(&history(2, 100, LAST), false);
     body["previous_response_id"] = json!("resp_0");
     let bytes = serde_json::to_vec_pretty(&body).unwrap();
@@ -150,7 +150,7 @@ async fn a_limit_stated_by_an_overflow_is_kept_for_the_next_requests() {
 #[tokio::test]
 async fn a_request_that_cannot_fit_is_sent_as_the_best_request_and_says_so() {
     // The system prompt alone is over the forced window; the upstream accepts it.
-    let h = start(Script::new(100_000), |c| c.window = Some(2000)).await;
+    let h = start(Script::new(100_000), |c| c.window.force = Some(2000)).await;
     let mut messages = history(6, 600, LAST);
     messages[0]["content"] = json!(common::prose(999, 12_000));
     let response = post(&h, "/v1/responses", &responses_body(&messages, false)).await;

@@ -18,8 +18,8 @@ async fn proxy(configure: impl FnOnce(&mut ProxyConfig)) -> String {
     let up =
         upstream::start(|_, _| upstream::json(200, upstream::openai_completion("ok", 9))).await;
     let mut config = ProxyConfig::new(up.base.clone());
-    config.db_path = IN_MEMORY_DB.into();
-    config.discover = false;
+    config.state.path = IN_MEMORY_DB.into();
+    config.window.discover = false;
     configure(&mut config);
     common::start_proxy(config).await.0
 }
@@ -44,7 +44,7 @@ async fn trickle(stream: &mut TcpStream, bytes: &[u8], pause: Duration) -> Optio
 
 #[tokio::test]
 async fn a_trickling_request_head_is_cut_at_the_header_timeout() {
-    let proxy = proxy(|c| c.header_read_timeout = Duration::from_secs(2)).await;
+    let proxy = proxy(|c| c.limits.header_read_timeout = Duration::from_secs(2)).await;
     let address = proxy.trim_start_matches("http://");
     let mut stream = TcpStream::connect(address).await.unwrap();
     let head = b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nx-slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n\r\n";
@@ -58,7 +58,7 @@ async fn a_trickling_request_head_is_cut_at_the_header_timeout() {
 
 #[tokio::test]
 async fn a_trickling_body_is_cut_at_the_body_timeout() {
-    let proxy = proxy(|c| c.body_read_timeout = Duration::from_secs(2)).await;
+    let proxy = proxy(|c| c.limits.body_read_timeout = Duration::from_secs(2)).await;
     let address = proxy.trim_start_matches("http://");
     let mut stream = TcpStream::connect(address).await.unwrap();
     let body =
@@ -77,7 +77,7 @@ async fn a_trickling_body_is_cut_at_the_body_timeout() {
 
 #[tokio::test]
 async fn connections_beyond_the_limit_wait_for_a_slot() {
-    let proxy = proxy(|c| c.max_connections = 2).await;
+    let proxy = proxy(|c| c.limits.max_connections = 2).await;
     let address = proxy.trim_start_matches("http://").to_owned();
     let held = vec![
         TcpStream::connect(&address).await.unwrap(),

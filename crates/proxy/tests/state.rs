@@ -13,7 +13,7 @@ async fn summaries_are_cached_when_the_same_history_is_resent() {
     // decisions and the summarizer is asked for the same summary.
     let mut script = Script::new(1_000_000);
     script.report_usage = false;
-    let h = start(script, |c| c.window = Some(4000)).await;
+    let h = start(script, |c| c.window.force = Some(4000)).await;
     let body = json!({"model": "gpt-4o", "messages": history(10, 3000, LAST)});
     let send = |session: &'static str| {
         let h = &h;
@@ -59,7 +59,7 @@ async fn summaries_are_cached_when_the_same_history_is_resent() {
 
 #[tokio::test]
 async fn remembered_fact_comes_back_after_the_client_drops_it() {
-    let h = start(Script::new(1_000_000), |c| c.window = Some(128_000)).await;
+    let h = start(Script::new(1_000_000), |c| c.window.force = Some(128_000)).await;
     let fact = "Please remember that the staging deploy key is K-42.";
     let mut messages = history(2, 100, fact);
     let first = json!({"model": "gpt-4o", "messages": messages.clone()});
@@ -109,7 +109,7 @@ async fn remembered_fact_comes_back_after_the_client_drops_it() {
 async fn window_is_discovered_from_llama_cpp_props() {
     let mut script = Script::new(1_000_000);
     script.n_ctx = Some(4096);
-    let h = start(script, |c| c.discover = true).await;
+    let h = start(script, |c| c.window.discover = true).await;
     // 10 × 2 × 1500 chars is far above 4096 tokens: the discovered window forces compaction.
     let body = json!({"model": "local-gguf", "messages": history(10, 1500, LAST)});
     let response = post(&h, "/v1/chat/completions", &body).await;
@@ -130,7 +130,7 @@ async fn calibration_survives_a_restart() {
     assert_eq!(post(&h, "/v1/chat/completions", &body).await.status(), 200);
     let before = h.state.manager().calibration().get("gpt-4o").unwrap();
     let mut config = cascade_proxy::ProxyConfig::new(h.upstream.clone());
-    config.db_path = db.path.clone();
+    config.state.path = db.path.clone();
     let restarted = cascade_proxy::AppState::new(config).unwrap();
     assert_eq!(
         restarted.manager().calibration().get("gpt-4o"),

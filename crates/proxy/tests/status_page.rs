@@ -64,7 +64,7 @@ async fn get(h: &Harness, url: &str, bearer: Option<&str>) -> (u16, String) {
 
 #[tokio::test]
 async fn the_page_lists_the_conversation_its_compactions_and_its_chart() {
-    let h = start(Script::new(u64::MAX), |c| c.window = Some(8_000)).await;
+    let h = start(Script::new(u64::MAX), |c| c.window.force = Some(8_000)).await;
     let compacted = replay(&h, 24).await;
     assert!(compacted > 0, "the window must force compaction");
     let response = h.client.get(format!("{}/", h.proxy)).send().await.unwrap();
@@ -106,8 +106,8 @@ async fn the_page_lists_the_conversation_its_compactions_and_its_chart() {
 #[tokio::test]
 async fn with_an_admin_token_the_page_needs_it() {
     let h = start(Script::new(u64::MAX), |c| {
-        c.window = Some(8_000);
-        c.admin_token = Some(AdminToken::new("let-me-in").unwrap());
+        c.window.force = Some(8_000);
+        c.status.admin_token = Some(AdminToken::new("let-me-in").unwrap());
     })
     .await;
     replay(&h, 8).await;
@@ -127,12 +127,15 @@ async fn with_an_admin_token_the_page_needs_it() {
 #[tokio::test]
 async fn the_token_is_read_from_the_config_file() {
     let config = cascade_proxy::ProxyConfig::from_toml_str(
-        "upstream = \"http://127.0.0.1:9\"\nadmin_token = \"abc\"\n",
+        "upstream = \"http://127.0.0.1:9\"\n[status]\nadmin_token = \"abc\"\n",
     )
     .unwrap();
-    assert_eq!(config.admin_token, Some(AdminToken::new("abc").unwrap()));
+    assert_eq!(
+        config.status.admin_token,
+        Some(AdminToken::new("abc").unwrap())
+    );
     assert!(
-        cascade_proxy::ProxyConfig::from_toml_str("admin_token = \"\"\n").is_err(),
+        cascade_proxy::ProxyConfig::from_toml_str("[status]\nadmin_token = \"\"\n").is_err(),
         "an empty token would open the page to anyone"
     );
 }

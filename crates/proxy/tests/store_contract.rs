@@ -37,9 +37,12 @@ async fn sqlite_file_keeps_the_contract_across_reopening() {
 #[test]
 fn the_state_key_names_redis_or_is_rejected() {
     use cascade_proxy::ProxyConfig;
-    let config = ProxyConfig::from_toml_str("state = \"redis://127.0.0.1:6379/2\"").unwrap();
-    assert_eq!(config.state.as_deref(), Some("redis://127.0.0.1:6379/2"));
-    assert_eq!(ProxyConfig::from_toml_str("").unwrap().state, None);
-    let err = ProxyConfig::from_toml_str("state = \"mysql://x\"").unwrap_err();
+    let config = ProxyConfig::from_toml_str("[state]\nurl = \"redis://127.0.0.1:6379/2\"").unwrap();
+    assert_eq!(
+        config.state.url.as_deref(),
+        Some("redis://127.0.0.1:6379/2")
+    );
+    assert_eq!(ProxyConfig::from_toml_str("").unwrap().state.url, None);
+    let err = ProxyConfig::from_toml_str("[state]\nurl = \"mysql://x\"").unwrap_err();
     assert!(err.to_string().contains("redis://"), "{err}");
 }

@@ -36,8 +36,8 @@ async fn files_are_private_and_sessions_keep_no_whole_conversation() {
     let db = root.join("state").join("cascade.db");
     let path = db.clone();
     let h = start(Script::new(1_000_000), move |c| {
-        c.window = Some(6000);
-        c.db_path = path;
+        c.window.force = Some(6000);
+        c.state.path = path;
     })
     .await;
     let body = json!({"model": "gpt-4o", "messages": history(12, 1500, LAST)});

@@ -55,9 +55,9 @@ async fn cutting(n: usize, timeout: Duration) -> String {
     })
     .await;
     let mut config = ProxyConfig::new(up.base.clone());
-    config.db_path = IN_MEMORY_DB.into();
-    config.discover = false;
-    config.upstream_timeout = timeout;
+    config.state.path = IN_MEMORY_DB.into();
+    config.window.discover = false;
+    config.limits.upstream_timeout = timeout;
     common::start_proxy(config).await.0
 }
 
@@ -125,9 +125,9 @@ async fn anthropic_cut_stream_keeps_every_complete_event() {
 async fn stalled(path: &str) {
     let up = upstream::start(|_, _| upstream::stalled_stream()).await;
     let mut config = ProxyConfig::new(up.base.clone());
-    config.db_path = IN_MEMORY_DB.into();
-    config.discover = false;
-    config.upstream_timeout = Duration::from_millis(800);
+    config.state.path = IN_MEMORY_DB.into();
+    config.window.discover = false;
+    config.limits.upstream_timeout = Duration::from_millis(800);
     let proxy = common::start_proxy(config).await.0;
     let started = Instant::now();
     let response = reqwest::Client::new()

@@ -25,8 +25,8 @@ async fn recording_upstream() -> Upstream {
 
 async fn proxy(upstream: &Upstream) -> String {
     let mut config = ProxyConfig::new(upstream.base.clone());
-    config.db_path = IN_MEMORY_DB.into();
-    config.discover = false;
+    config.state.path = IN_MEMORY_DB.into();
+    config.window.discover = false;
     common::start_proxy(config).await.0
 }
 

@@ -35,19 +35,13 @@ struct Rule {
 
 fn rules() -> Vec<Rule> {
     // SPEC: ② compacts short of the watermark; ③ before a call cuts to 0.75·E.
-    let spec = CascadeConfig {
-        compact_short_of_watermark: true,
-        preemptive_target: CascadeConfig::default().recovery_targets[0],
-        ..CascadeConfig::default()
-    };
-    let wait = CascadeConfig {
-        compact_short_of_watermark: false,
-        ..spec.clone()
-    };
-    let deeper = CascadeConfig {
-        preemptive_target: 0.50,
-        ..wait.clone()
-    };
+    let mut spec = CascadeConfig::default();
+    spec.layer1.compact_short_of_watermark = true;
+    spec.recovery.preemptive_target = spec.recovery.targets[0];
+    let mut wait = spec.clone();
+    wait.layer1.compact_short_of_watermark = false;
+    let mut deeper = wait.clone();
+    deeper.recovery.preemptive_target = 0.50;
     vec![
         Rule {
             name: "SPEC: short=true, ③ to 0.75",

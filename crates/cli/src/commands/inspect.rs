@@ -33,7 +33,7 @@ pub(crate) struct InspectArgs {
 pub(crate) fn run(args: &InspectArgs) -> Result<(), CliError> {
     let (name, conversation) =
         crate::input::read_conversation(Some(&args.file), args.format.map(Into::into))?;
-    let resolved = args.window.resolve(&conversation);
+    let resolved = args.window.resolve(&conversation)?;
     // The estimator the engine uses for this body (`compact` and `replay` count the same):
     // the model family's starting scale times the margin of an uncalibrated estimate.
     let estimator = resolved
@@ -217,7 +217,7 @@ fn render(
 
 /// Explains the multiplier applied to the prior.
 fn multiplier_note(estimator: &Estimator) -> String {
-    let margin = CascadeConfig::default().uncalibrated_margin;
+    let margin = CascadeConfig::default().calibration.uncalibrated_margin;
     let starting = estimator.multiplier / margin;
     let base = if (starting - 1.0).abs() > 1e-9 {
         format!("starting scale ×{starting:.2} for this model family, ")

@@ -3,6 +3,7 @@
 
 pub(crate) mod classify;
 pub(crate) mod compact;
+pub(crate) mod config;
 pub(crate) mod inspect;
 pub(crate) mod models;
 pub(crate) mod proxy;
@@ -68,7 +69,7 @@ impl CascadeArgs {
     pub(crate) fn load(&self, file: Option<&Path>) -> Result<Loaded, CliError> {
         let (name, conversation) =
             crate::input::read_conversation(file, self.format.map(Into::into))?;
-        let resolved = self.window.resolve(&conversation);
+        let resolved = self.window.resolve(&conversation)?;
         let manager = self
             .summarizer
             .install(resolved.manager_for(&conversation))?;

@@ -52,7 +52,7 @@ impl<'a> Forecasts<'a> {
             estimator,
             template,
             source,
-            cap: budget.share(config.single_tool_result_share),
+            cap: budget.share(config.layer1.single_tool_result_share),
             effective: budget.effective(),
         })
     }
@@ -434,7 +434,7 @@ mod tests {
             let text = c.messages[4].tool_results().next().unwrap().joined_text();
             estimator.text_tokens(&text)
         };
-        let cap = budget.share(config.single_tool_result_share);
+        let cap = budget.share(config.layer1.single_tool_result_share);
         assert_eq!(forecasts.cap(), cap);
         assert!(output(&all[1]) > cap, "past ①'s cap: {}", output(&all[1]));
         // Three floods (every share of the room), each one assistant message of calls.

@@ -1,12 +1,12 @@
 //! Summaries prepared ahead: ④'s summarizer calls made between turns, so that the turn
 //! that crosses the preemptive threshold does not wait for them.
 //!
-//! When a conversation's estimate passes `background_summary_ratio`·E (0.8 by default,
+//! When a conversation's estimate passes `background.summary_ratio`·E (0.8 by default,
 //! below the preemptive 0.9), [`ContextManager::summarize_ahead`] forecasts several next
 //! requests — this one followed by one more exchange whose tool output is of each size
 //! that matters (see [`forecast`]) — and runs the engine's own `prepare` on each with a
 //! probe summarizer that answers at once, to learn which range ④ would summarize for it.
-//! Forecasts that lead to the same range are one; the first `background_forecasts`
+//! Forecasts that lead to the same range are one; the first `background.forecasts`
 //! distinct ones are prepared for real, concurrently, with a recording summarizer.
 //! Nothing here chooses a range or builds a request: the range ③/④ remove, the chunks and
 //! the merge are the engine's, so a prepared [`SummaryRequest`] is byte for byte one the
@@ -181,12 +181,12 @@ fn range_key(requests: &[SummaryRequest]) -> Option<(RangeKey, u64)> {
 impl ContextManager {
     /// Prepares, between turns, the summaries the next request's compaction will ask for.
     ///
-    /// Below `background_summary_ratio`·E nothing is forecast (`Ok(None)`). Above it,
+    /// Below `background.summary_ratio`·E nothing is forecast (`Ok(None)`). Above it,
     /// several next requests are forecast (this conversation followed by one more exchange
     /// whose new tool output is of each size that decides ④'s range: like the latest, past
     /// ①'s cap, like the largest lately, none, and every size in between; or two exchanges
     /// ahead). A probe runs the engine's `prepare` on each to learn the range ④ would
-    /// summarize, without a summarizer call; for the first `background_forecasts` distinct
+    /// summarize, without a summarizer call; for the first `background.forecasts` distinct
     /// ranges `prepare` runs again with `summarizer`, concurrently, each on the forecast of
     /// its range with the least room (whose summary then fits the others), recording every
     /// request. `Ok(None)` when no forecast needs ④.
@@ -196,7 +196,7 @@ impl ContextManager {
     /// The conversation is not changed and the calibration is only read. Hand the result
     /// to [`PreparedSummaries::add`] behind the manager's summarizer: when one of the
     /// forecasts holds, the synchronous ④ makes no summarizer call and writes the same
-    /// bytes. Cost: up to `background_forecasts` times one compaction's summarizer calls
+    /// bytes. Cost: up to `background.forecasts` times one compaction's summarizer calls
     /// (fewer when forecasts share a range, none for a range already in a summary cache
     /// below `summarizer`), and about 80 `prepare` runs of CPU, each on a copy of its
     /// forecast.
@@ -207,7 +207,7 @@ impl ContextManager {
         summarizer: Arc<dyn Summarizer>,
     ) -> Result<Option<PreparedSummary>, SummaryError> {
         let config = self.config();
-        if self.estimate(conversation) <= budget.share(config.background_summary_ratio) {
+        if self.estimate(conversation) <= budget.share(config.background.summary_ratio) {
             return Ok(None);
         }
         let estimator = self.estimator(model_of(conversation));
@@ -239,7 +239,7 @@ impl ContextManager {
     }
 
     /// The forecasts to prepare: one per distinct range ④ would summarize, at most
-    /// `background_forecasts`, the named forecasts' ranges first (in their order), then
+    /// `background.forecasts`, the named forecasts' ranges first (in their order), then
     /// those of one more exchange with a new output of each size from ①'s cap down to
     /// none, the range most sizes lead to first. Of the forecasts reaching one range, the
     /// one that leaves the summary the least room is kept: its summary fits the others'.
@@ -323,7 +323,7 @@ impl ContextManager {
         for s in sized {
             note(&mut found, s.found.key, s.found.room, s.found.next);
         }
-        found.truncate(self.config().background_forecasts.max(1));
+        found.truncate(self.config().background.forecasts.max(1));
         found.into_iter().map(|f| f.next).collect()
     }
 }
@@ -423,7 +423,7 @@ impl PreparedSummaries {
 
     /// Lets a summary prepared for a shorter range stand in when none was prepared for the
     /// range asked and the messages past it are at most `gap_share` of it (pass
-    /// `CascadeConfig::prepared_summary_gap`; see [`SummaryRequest::stand_in_lengths`]).
+    /// `ExperimentalConfig::prepared_summary_gap`; see [`SummaryRequest::stand_in_lengths`]).
     /// The compaction then differs from the synchronous run's: the messages past the
     /// prepared range are named by the trail alone.
     /// A share outside `[0, 1)` (or NaN) is taken as the nearest one allowed: 0, or just

@@ -80,8 +80,20 @@ pub fn overflowing_session_in(anthropic: bool) -> Conversation {
 }
 
 pub fn manager_with_summaries() -> ContextManager {
+    manager_with_summaries_for(CascadeConfig::default())
+}
+
+/// [`manager_with_summaries`] calibrating by SPEC's EMA (`calibration.prior_tokens = 0`), for
+/// the tests that follow that rule's arithmetic.
+pub fn manager_with_summaries_and_spec_ema() -> ContextManager {
+    let mut config = CascadeConfig::default();
+    config.calibration.prior_tokens = 0.0;
+    manager_with_summaries_for(config)
+}
+
+fn manager_with_summaries_for(config: CascadeConfig) -> ContextManager {
     let summarizer = ScriptedSummarizer::new(|i, _| Ok(nine_sections(&format!("summary {i}"))));
-    ContextManager::new(CascadeConfig::default()).with_summarizer(Arc::new(summarizer))
+    ContextManager::new(config).with_summarizer(Arc::new(summarizer))
 }
 
 pub fn bytes(conversation: &Conversation) -> usize {

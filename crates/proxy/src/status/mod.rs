@@ -22,52 +22,11 @@ use std::sync::Arc;
 use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use sha2::{Digest, Sha256};
 
-use crate::error::ProxyError;
 use crate::server::AppState;
 pub use record::{Bounds, Recorder};
 
-/// The token that opens the status page to other hosts. Its `Debug` does not show it (the
-/// configuration is printed in places).
-#[derive(Clone, PartialEq, Eq, serde::Deserialize)]
-#[serde(try_from = "String")]
-pub struct AdminToken(String);
-
-impl AdminToken {
-    /// A token; empty or blank ones are refused (they would open the page to anyone).
-    pub fn new(token: impl Into<String>) -> Result<Self, ProxyError> {
-        let token = token.into();
-        if token.trim().is_empty() {
-            return Err(ProxyError::Config("admin_token must not be empty".into()));
-        }
-        Ok(AdminToken(token))
-    }
-
-    /// Whether `given` is the token, in time independent of where they differ.
-    fn matches(&self, given: &str) -> bool {
-        let (a, b) = (Sha256::digest(self.0.as_bytes()), Sha256::digest(given));
-        let diff = a
-            .iter()
-            .zip(b.iter())
-            .fold(0u8, |acc, (x, y)| acc | (x ^ y));
-        diff == 0
-    }
-}
-
-impl TryFrom<String> for AdminToken {
-    type Error = ProxyError;
-
-    fn try_from(token: String) -> Result<Self, Self::Error> {
-        AdminToken::new(token)
-    }
-}
-
-impl std::fmt::Debug for AdminToken {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("AdminToken(..)")
-    }
-}
+pub use crate::config::AdminToken;
 
 /// The page's state: the recorder and who may read it.
 pub struct Status {

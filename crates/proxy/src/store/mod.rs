@@ -160,21 +160,21 @@ pub struct Opened {
     pub windows: Vec<(String, u64, bool)>,
 }
 
-/// Opens the store `config` names: Redis for `state = "redis://..."`, else SQLite at
-/// `db`. Redis is connected lazily: an unreachable Redis does not stop the proxy.
+/// Opens the store `config` names: Redis for `state.url = "redis://..."`, else SQLite at
+/// `state.path`. Redis is connected lazily: an unreachable Redis does not stop the proxy.
 pub fn open(config: &ProxyConfig) -> Result<Opened, ProxyError> {
     let retention = Retention {
-        ttl: config.state_ttl,
-        max_bytes: config.state_max_bytes,
+        ttl: config.state.ttl,
+        max_bytes: config.state.max_bytes,
     };
-    match &config.state {
+    match &config.state.url {
         Some(url) => Ok(Opened {
             store: Arc::new(RedisStore::connect(url, retention)?),
             calibration: Vec::new(),
             windows: Vec::new(),
         }),
         None => {
-            let store = SqliteStore::open(&config.db_path, retention)?;
+            let store = SqliteStore::open(&config.state.path, retention)?;
             let calibration = store.calibration()?;
             let windows = store.learned_windows()?;
             Ok(Opened {
@@ -184,12 +184,6 @@ pub fn open(config: &ProxyConfig) -> Result<Opened, ProxyError> {
             })
         }
     }
-}
-
-/// Whether `text` names a Redis state store (`redis://`, or `rediss://` which the build
-/// does not support and [`RedisStore::connect`] rejects with a reason).
-pub fn is_redis_url(text: &str) -> bool {
-    text.starts_with("redis://") || text.starts_with("rediss://")
 }
 
 pub(crate) fn clamp_i64(value: u64) -> i64 {

@@ -35,8 +35,8 @@ pub async fn start(script: Script, configure: impl FnOnce(&mut ProxyConfig)) -> 
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let upstream = scripted::serve(script.clone(), listener).base;
     let mut config = ProxyConfig::new(upstream.clone());
-    config.db_path = IN_MEMORY_DB.into();
-    config.discover = false;
+    config.state.path = IN_MEMORY_DB.into();
+    config.window.discover = false;
     configure(&mut config);
     let (proxy, state) = start_proxy(config).await;
     Harness {
@@ -188,8 +188,8 @@ impl Drop for TempDb {
 pub async fn start_on_disk(script: Script, db: &TempDb, window: u64) -> Harness {
     let path = db.path.clone();
     start(script, move |c| {
-        c.window = Some(window);
-        c.db_path = path;
+        c.window.force = Some(window);
+        c.state.path = path;
     })
     .await
 }
@@ -198,9 +198,9 @@ pub async fn start_on_disk(script: Script, db: &TempDb, window: u64) -> Harness 
 /// `window` and no discovery, as `start` configures the first one.
 pub fn restart_config(h: &Harness, db: &TempDb, window: u64) -> ProxyConfig {
     let mut config = ProxyConfig::new(h.upstream.clone());
-    config.db_path = db.path.clone();
-    config.window = Some(window);
-    config.discover = false;
+    config.state.path = db.path.clone();
+    config.window.force = Some(window);
+    config.window.discover = false;
     config
 }
 

@@ -56,8 +56,8 @@ impl Shape {
 /// A proxy in front of `upstream` with an in-memory store, no discovery, `configure` on top.
 pub async fn proxy(upstream: &str, configure: impl FnOnce(&mut ProxyConfig)) -> String {
     let mut config = ProxyConfig::new(upstream);
-    config.db_path = IN_MEMORY_DB.into();
-    config.discover = false;
+    config.state.path = IN_MEMORY_DB.into();
+    config.window.discover = false;
     configure(&mut config);
     crate::common::start_proxy(config).await.0
 }

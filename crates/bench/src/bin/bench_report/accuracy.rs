@@ -18,7 +18,7 @@ const OBSERVATIONS: [usize; 3] = [1, 3, 10];
 /// outweigh short ones.
 const SAMPLES_PER_FIXTURE: usize = 20;
 /// The size-weighted calibration measured beside SPEC's rule
-/// (`CascadeConfig::calibration_prior_tokens`).
+/// (`CalibrationConfig::prior_tokens`).
 pub const WEIGHTED_PRIOR_TOKENS: f64 = 32_000.0;
 
 /// Accuracy of one estimator variant, pooled over fixtures.
@@ -286,7 +286,9 @@ fn solve(mut a: [[f64; 5]; 5], mut b: [f64; 5]) -> Option<[f64; 5]> {
 
 /// Runs every accuracy measurement.
 pub fn run(data: &[Measured]) -> Accuracy {
-    let config = CascadeConfig::default();
+    // SPEC's EMA rule (no prior tokens); the size-weighted default is `weighted` below.
+    let mut config = CascadeConfig::default();
+    config.calibration.prior_tokens = 0.0;
     let spec = config.weights;
     let mut variants = vec![
         Variant {
@@ -300,17 +302,15 @@ pub fn run(data: &[Measured]) -> Accuracy {
         Variant {
             name: format!(
                 "SPEC prior × {} (the engine before its first observation)",
-                config.uncalibrated_margin
+                config.calibration.uncalibrated_margin
             ),
             stats: ErrorStats::of(&pooled(data, |m, i| {
-                m.prior(&spec, i) * config.uncalibrated_margin
+                m.prior(&spec, i) * config.calibration.uncalibrated_margin
             })),
         },
     ];
-    let weighted = CascadeConfig {
-        calibration_prior_tokens: WEIGHTED_PRIOR_TOKENS,
-        ..CascadeConfig::default()
-    };
+    let mut weighted = CascadeConfig::default();
+    weighted.calibration.prior_tokens = WEIGHTED_PRIOR_TOKENS;
     // SPEC's rule, then the size-weighted one: after 1, 3 and 10 observations, and rolling.
     for (prefix, rolling, rule) in [
         (
@@ -382,10 +382,10 @@ pub fn run(data: &[Measured]) -> Accuracy {
     let alphas = [0.1, 0.2, 0.3, 0.5, 0.7, 1.0]
         .into_iter()
         .map(|alpha| {
-            let config = CascadeConfig {
-                ema_alpha: alpha,
-                ..CascadeConfig::default()
-            };
+            // SPEC's EMA (no prior tokens) at each smoothing factor.
+            let mut config = CascadeConfig::default();
+            config.calibration.prior_tokens = 0.0;
+            config.calibration.ema_alpha = alpha;
             AlphaRow {
                 alpha,
                 after3: ErrorStats::of(&calibrated_errors(data, &spec, &config, 3)),

@@ -64,7 +64,7 @@ impl<'a> Growth<'a> {
     fn new(weights: &'a Weights, pseudo: f64, anchored: bool) -> Self {
         Growth {
             weights,
-            alpha: CascadeConfig::default().ema_alpha,
+            alpha: CascadeConfig::default().calibration.ema_alpha,
             scale: 1.0,
             weight: pseudo,
             last: None,
@@ -190,12 +190,14 @@ fn median_abs(errors: &[f64]) -> f64 {
 
 /// Runs the drift table and the candidates.
 pub fn run(data: &[Measured]) -> Rules {
-    let ema = CascadeConfig::default();
-    let spec = ema.weights;
-    let weighted = |pseudo: f64| CascadeConfig {
-        calibration_prior_tokens: pseudo,
-        ..CascadeConfig::default()
+    let weighted = |pseudo: f64| {
+        let mut config = CascadeConfig::default();
+        config.calibration.prior_tokens = pseudo;
+        config
     };
+    // SPEC's EMA: no prior tokens.
+    let ema = weighted(0.0);
+    let spec = ema.weights;
     let sw = weighted(WEIGHTED_PRIOR_TOKENS);
     let drift = data
         .iter()
@@ -236,8 +238,11 @@ pub fn run(data: &[Measured]) -> Rules {
         .collect();
     push("SPEC prior, no calibration (scale 1)", uncalibrated, None);
     for (name, config) in [
-        ("SPEC's EMA rule (default)", ema.clone()),
-        ("size-weighted rule, 32,000 prior tokens", sw.clone()),
+        ("SPEC's EMA rule", ema.clone()),
+        (
+            "size-weighted rule, 32,000 prior tokens (default)",
+            sw.clone(),
+        ),
         (
             "size-weighted rule, 64,000 prior tokens",
             weighted(64_000.0),

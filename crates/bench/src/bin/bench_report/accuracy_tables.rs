@@ -43,7 +43,7 @@ pub fn markdown(a: &Accuracy) -> String {
          `Calibration::observe`, α 0.3, then frozen) and every variant is measured on the same \
          later requests (after the 10th; at most 20 per fixture, evenly spaced). The \
          *size-weighted rule* is the configurable alternative to SPEC's \
-         (`calibration_prior_tokens = 32000`): the scale is `Σ real / Σ prior`, decaying by \
+         (`calibration.prior_tokens = 32000`): the scale is `Σ real / Σ prior`, decaying by \
          1 − α per observation, with the starting scale counted as 32,000 prior tokens, so a \
          one-line first request no longer sets the scale.\n\n",
     );

@@ -43,7 +43,7 @@ pub struct FamilyRow {
     pub yardstick: String,
     /// SPEC's EMA rule (the default).
     pub ema: RuleStats,
-    /// The size-weighted rule (`calibration_prior_tokens = 32000`).
+    /// The size-weighted rule (`calibration.prior_tokens = 32000`).
     pub weighted: RuleStats,
 }
 
@@ -232,11 +232,14 @@ pub fn run(data: &[Measured]) -> Result<Vec<FamilyRow>, String> {
                 rolling: ErrorStats::of(&each(&|one| errors_rolling(one, make))),
             }
         };
-        let ema = rule(CascadeConfig::default());
-        let weighted = rule(CascadeConfig {
-            calibration_prior_tokens: WEIGHTED_PRIOR_TOKENS,
-            ..CascadeConfig::default()
-        });
+        let with_prior_tokens = |tokens: f64| {
+            let mut config = CascadeConfig::default();
+            config.calibration.prior_tokens = tokens;
+            config
+        };
+        // SPEC's EMA (no prior tokens), then the size-weighted rule.
+        let ema = rule(with_prior_tokens(0.0));
+        let weighted = rule(with_prior_tokens(WEIGHTED_PRIOR_TOKENS));
         let mut models: Vec<String> = chosen.iter().map(|(_, model)| model.clone()).collect();
         models.sort();
         models.dedup();
@@ -305,7 +308,9 @@ mod tests {
             .iter()
             .find(|r| r.family.starts_with("unknown"))
             .unwrap();
-        let config = CascadeConfig::default();
+        // The `ema` rows: SPEC's rule, no prior tokens.
+        let mut config = CascadeConfig::default();
+        config.calibration.prior_tokens = 0.0;
         let spec = config.weights;
         for (k, stats) in [(1, &row.ema.after[1]), (3, &row.ema.after[2])] {
             let section3 = ErrorStats::of(&errors_after(&data, k, |_| Scaled::new(&spec, &config)));
@@ -316,7 +321,7 @@ mod tests {
         let before: Vec<f64> = measured_requests(&data[0])
             .into_iter()
             .map(|i| {
-                let prior = data[0].prior(&spec, i) * config.uncalibrated_margin;
+                let prior = data[0].prior(&spec, i) * config.calibration.uncalibrated_margin;
                 rel(prior, data[0].cum_exact[i])
             })
             .collect();

@@ -55,7 +55,7 @@ pub fn markdown(families: &[FamilyRow], rules: &Rules, cost: &[CostRow]) -> Stri
          SPEC's EMA rule (the default):\n\n",
     );
     out.push_str(&table(&header, &family_rows(families, |r| &r.ema)));
-    out.push_str("\nThe size-weighted rule (`calibration_prior_tokens = 32000`):\n\n");
+    out.push_str("\nThe size-weighted rule (`calibration.prior_tokens = 32000`):\n\n");
     out.push_str(&table(&header, &family_rows(families, |r| &r.weighted)));
 
     out.push_str(
