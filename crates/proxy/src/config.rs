@@ -135,7 +135,7 @@ pub struct ProxyConfig {
     pub state: Option<String>,
     /// Opens the status page (`GET /`) to any client presenting it; without it the page is
     /// served to loopback clients only.
-    pub admin_token: Option<crate::status::AdminToken>,
+    pub admin_token: Option<crate::ops::status::AdminToken>,
     /// Send a request the cascade would leave as it is upstream without parsing it into a
     /// conversation (same bytes, same decision; see the proxy's fastpath module). On by
     /// default.
@@ -180,7 +180,7 @@ impl Default for ProxyConfig {
             discover: true,
             sticky_prefix: true,
             background_summaries: true,
-            background_jobs: crate::background::DEFAULT_BACKGROUND_JOBS,
+            background_jobs: crate::ahead::background::DEFAULT_BACKGROUND_JOBS,
             state: None,
             admin_token: None,
             fast_path: true,
@@ -238,7 +238,7 @@ impl ProxyConfig {
             ));
         }
         if let Some(url) = &self.state
-            && !crate::store::is_redis_url(url)
+            && !crate::state::store::is_redis_url(url)
         {
             return Err(ProxyError::Config(format!(
                 "state = {url:?}: expected redis://HOST:PORT[/DB]"

@@ -16,7 +16,7 @@ pub enum ProxyError {
     Store(#[from] rusqlite::Error),
     /// The state store (SQLite or Redis) failed.
     #[error("state store error: {0}")]
-    State(#[from] crate::store::StoreError),
+    State(#[from] crate::state::store::StoreError),
     /// A file or socket operation failed.
     #[error("I/O error: {0}")]
     Io(#[from] std::io::Error),

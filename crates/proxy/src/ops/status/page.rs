@@ -318,7 +318,7 @@ fn ago(seconds: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::status::record::Recorder;
+    use crate::ops::status::record::Recorder;
     use context_cascade::{Budget, CallError, Called, CascadeConfig, ContextManager, format};
     use serde_json::json;
 

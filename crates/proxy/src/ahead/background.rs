@@ -35,8 +35,8 @@ use context_cascade::summarizer::{Summarizer, SummaryError};
 use context_cascade::{Budget, Conversation, Format, Report};
 use tokio::sync::Semaphore;
 
-use crate::server::AppState;
-use crate::tenancy::TENANT;
+use crate::route::AppState;
+use crate::state::tenancy::TENANT;
 
 /// Default bound on background summary jobs running at once.
 pub const DEFAULT_BACKGROUND_JOBS: usize = 4;

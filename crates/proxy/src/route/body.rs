@@ -11,7 +11,7 @@ use context_cascade::Format;
 use futures::StreamExt;
 
 use crate::error::{ErrorKind, error_response};
-use crate::server::AppState;
+use crate::route::AppState;
 
 /// Reads the body, refusing more than `limit` bytes or a body slower than `timeout`.
 async fn read_body(

@@ -10,11 +10,11 @@ use axum::response::Response;
 use cascade_llm::Provider;
 use context_cascade::{Format, LlmError, Report};
 
-use crate::cut::complete_events;
 use crate::error::{ErrorKind, error_response};
-use crate::server::{AppState, REPORT_HEADER};
-use crate::stream::scan_usage;
-use crate::upstream::{UpstreamOutput, passthrough_error, response_headers};
+use crate::route::cut::complete_events;
+use crate::route::stream::scan_usage;
+use crate::route::upstream::{UpstreamOutput, passthrough_error, response_headers};
+use crate::route::{AppState, REPORT_HEADER};
 
 /// The client's answer for a successful upstream call. `(prior, counted)`: the prior and
 /// the engine's estimate of the request sent, paired with the usage a stream reports.

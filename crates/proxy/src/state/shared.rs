@@ -13,8 +13,8 @@
 use std::sync::Weak;
 use std::time::Duration;
 
-use crate::discovery::Learned;
-use crate::server::AppState;
+use crate::route::AppState;
+use crate::window::discovery::Learned;
 
 /// How often a replica reads the shared calibration and learned windows.
 pub const FOLLOW_EVERY: Duration = Duration::from_secs(2);
@@ -40,7 +40,7 @@ pub(crate) async fn before_call(state: &AppState) {
 }
 
 /// Merges the store's calibration and learned windows into this replica's: a learned window
-/// is kept when it is smaller, as when learned here ([`crate::discovery::Windows::learn`]).
+/// is kept when it is smaller, as when learned here ([`crate::window::discovery::Windows::learn`]).
 pub async fn refresh(state: &AppState) {
     match state.store.learned_windows().await {
         Ok(windows) => {

@@ -5,7 +5,7 @@
 //! - `cascade:summary:{key}`: hash `s` (summary), `t` (token limit it was made under); the
 //!   key is the summary cache's hash, which includes the tenant.
 //! - `cascade:facts:{conversation}`: hash fact-hash → `{seq:020} {text}`; the conversation
-//!   key is the tenant's keyed hash with the conversation (see [`crate::tenancy`]).
+//!   key is the tenant's keyed hash with the conversation (see [`crate::state::tenancy`]).
 //! - `cascade:session:{conversation}`: hash `f` (format), `o` (original hashes), `d`
 //!   (decisions, bytes).
 //! - `cascade:calibration`, `cascade:windows`: hashes by model; no content, no TTL (like

@@ -24,8 +24,8 @@ use context_cascade::summarizer::{Summarizer, SummaryError, SummaryRequest};
 use context_cascade::{Conversation, Format, Message};
 use sha2::{Digest, Sha256};
 
-use crate::metrics::Metrics;
-use crate::store::StateStore;
+use crate::ops::metrics::Metrics;
+use crate::state::store::StateStore;
 
 /// At most this many shorter ranges are looked up for a stand-in (a turn adds a few
 /// messages; parallel calls, a dozen)...
@@ -84,7 +84,7 @@ impl CachingSummarizer {
             hasher.update(bytes);
         };
         // Summaries are the tenant's own, like the rest of a conversation's state.
-        field(crate::tenancy::current_tenant().as_bytes());
+        field(crate::state::tenancy::current_tenant().as_bytes());
         field(self.inner.id().as_bytes());
         field(&messages);
         field(request.previous_summary().unwrap_or("").as_bytes());
@@ -208,7 +208,7 @@ mod tests {
 
     #[test]
     fn same_messages_hit_the_cache() {
-        let store = crate::store::SqliteStore::open(
+        let store = crate::state::store::SqliteStore::open(
             Path::new(crate::config::IN_MEMORY_DB),
             Default::default(),
         );
@@ -233,7 +233,7 @@ mod tests {
 
     #[test]
     fn a_cached_summary_of_the_first_messages_stands_in_when_allowed() {
-        let store = crate::store::SqliteStore::open(
+        let store = crate::state::store::SqliteStore::open(
             Path::new(crate::config::IN_MEMORY_DB),
             Default::default(),
         );

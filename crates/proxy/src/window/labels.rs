@@ -11,7 +11,7 @@ use std::sync::Mutex;
 
 use context_cascade::catalog::{Catalog, MatchKind};
 
-use crate::discovery::WindowSource;
+use crate::window::discovery::WindowSource;
 
 /// The most model names that become labels.
 pub const MAX_MODEL_LABELS: usize = 64;

@@ -12,7 +12,7 @@
 //!
 //! Only conversations the cascade actually changed are remembered: for the others the
 //! original messages are what went upstream, and nothing needs re-applying. In memory an
-//! entry holds the messages sent; on disk only the decisions ([`crate::decisions`]):
+//! entry holds the messages sent; on disk only the decisions ([`crate::state::decisions`]):
 //! references to the client's messages and the messages the cascade wrote.
 //!
 //! With a shared store (Redis, several replicas) another replica may have answered the
@@ -31,8 +31,8 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
 
-use crate::decisions::{self, Origin};
-use crate::store::{StateStore, StoredSession};
+use crate::state::decisions::{self, Origin};
+use crate::state::store::{StateStore, StoredSession};
 
 /// How many conversations are kept in memory (the store keeps them all).
 const MEMORY_CAPACITY: usize = 256;
@@ -464,7 +464,7 @@ fn encode(entry: Entry, request: &[u8], edit: Option<Edit>) -> Option<StoredSess
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::SqliteStore;
+    use crate::state::store::SqliteStore;
     use context_cascade::Message;
     use context_cascade::format::parse_value;
     use serde_json::json;

@@ -27,11 +27,11 @@ use futures::{StreamExt, TryStreamExt};
 use serde_json::Value;
 
 use crate::REPORT_HEADER;
-use crate::body::read_request_body;
-use crate::discovery::Learned;
 use crate::error::{ErrorKind, error_response};
-use crate::server::{AppState, cascade};
-use crate::upstream::{UpstreamCall, UpstreamOutput, forward};
+use crate::route::body::read_request_body;
+use crate::route::upstream::{UpstreamCall, UpstreamOutput, forward};
+use crate::route::{AppState, cascade};
+use crate::window::discovery::Learned;
 
 /// The route's path.
 pub const ROUTE: &str = "/v1/responses";

@@ -25,7 +25,7 @@ use axum::response::{IntoResponse, Response};
 use sha2::{Digest, Sha256};
 
 use crate::error::ProxyError;
-use crate::server::AppState;
+use crate::route::AppState;
 pub use record::{Bounds, Recorder};
 
 /// The token that opens the status page to other hosts. Its `Debug` does not show it (the

@@ -68,7 +68,7 @@ pub struct Windows {
     discovered: Mutex<HashMap<String, Option<u64>>>,
     learned: Mutex<BTreeMap<String, Learned>>,
     /// Models a llama.cpp server reported the window of, with whether their first request
-    /// was counted by its tokenizer yet (see `crate::tokenize`).
+    /// was counted by its tokenizer yet (see `crate::window::tokenize`).
     llama_cpp: Mutex<HashMap<String, bool>>,
 }
 

@@ -37,12 +37,12 @@ use serde::de::{Deserializer, MapAccess, Visitor};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use crate::answer::{add_report_header, success, upstream_failure};
-use crate::metrics::CallOutcome;
-use crate::server::AppState;
-use crate::status::digest::{RequestDigest, envelope_hash, message_hash};
-use crate::status::record::Outcome;
-use crate::upstream::{UpstreamCall, forwarded_headers};
+use crate::ops::metrics::CallOutcome;
+use crate::ops::status::digest::{RequestDigest, envelope_hash, message_hash};
+use crate::ops::status::record::Outcome;
+use crate::route::AppState;
+use crate::route::answer::{add_report_header, success, upstream_failure};
+use crate::route::upstream::{UpstreamCall, forwarded_headers};
 
 /// At most this many messages' facts are kept; a full memo starts over.
 const FACTS_CAPACITY: usize = 1 << 18;
@@ -266,7 +266,7 @@ fn skeleton(format: Format, scan: &Scan<'_>) -> Option<Conversation> {
     parse_value(Value::Object(body), Some(format)).ok()
 }
 
-/// The conversation key the slow path computes ([`crate::memory::conversation_key`]),
+/// The conversation key the slow path computes ([`crate::state::memory::conversation_key`]),
 /// from what it reads: the system prompt (OpenAI: the system messages; Anthropic: the
 /// top-level `system`) and the first user message.
 fn conversation_key(
@@ -293,7 +293,9 @@ fn conversation_key(
     }
     body.insert("messages".into(), Value::Array(named));
     let body = Value::Object(body);
-    Some(crate::memory::conversation_key(headers, &body, format))
+    Some(crate::state::memory::conversation_key(
+        headers, &body, format,
+    ))
 }
 
 /// One request as the fast path receives it.
@@ -343,10 +345,10 @@ where
         return None;
     }
     let key = conversation_key(format, headers, &scan, &facts)?;
-    let key = crate::tenancy::Tenancy::scoped(tenant, &key);
+    let key = crate::state::tenancy::Tenancy::scoped(tenant, &key);
     if !fast.is_clean(&key) {
         fast.remember_declined(prefix, &key);
-        let conversation = crate::status::record::short_id(&key);
+        let conversation = crate::ops::status::record::short_id(&key);
         tracing::debug!(%conversation, "fast path: the conversation's last request was changed, or is new");
         return None;
     }
@@ -431,7 +433,7 @@ async fn answer(
     let tenant = state.tenancy.tenant(&parts.headers);
     let headers = forwarded_headers(&parts.headers, true);
     // The scales other replicas persisted count here as they would on the slow path.
-    crate::shared::before_call(state).await;
+    crate::state::shared::before_call(state).await;
     let resolved = Mutex::new(None);
     let budget = |model: String, reserve: u64| {
         let headers = &headers;
@@ -521,7 +523,7 @@ async fn answer(
             if decision.prepare_ahead {
                 let request = (format, bytes.clone());
                 let (key, budget) = (&decision.key, decision.budget);
-                crate::background::after_fast_answer(state, key, &tenant, request, budget);
+                crate::ahead::background::after_fast_answer(state, key, &tenant, request, budget);
             }
             let sent = (decision.prior, decision.tokens);
             success(state, completion.output, format, sent, model)

@@ -14,7 +14,7 @@ use sha2::{Digest, Sha256};
 
 use crate::config::IN_MEMORY_DB;
 use crate::error::ProxyError;
-use crate::store::private_file;
+use crate::state::store::private_file;
 
 /// The headers that carry a client's credential (OpenAI, Anthropic).
 const CREDENTIAL_HEADERS: &[&str] = &["authorization", "x-api-key"];

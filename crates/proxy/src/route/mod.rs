@@ -1,6 +1,14 @@
 //! The router and its handlers: the two cascade routes, metrics, health, and the
 //! pass-through for everything else.
 
+pub(crate) mod answer;
+pub(crate) mod body;
+pub mod cut;
+pub(crate) mod fastpath;
+pub mod responses;
+pub mod stream;
+pub mod upstream;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,24 +26,24 @@ use context_cascade::{CallError, ContextManager};
 use context_cascade::{Conversation, Format};
 use serde_json::Value;
 
-use crate::answer::{add_report_header, success, upstream_failure};
-use crate::background::{self, Background};
-use crate::body::read_request_body;
+use self::answer::{add_report_header, success, upstream_failure};
+use self::body::read_request_body;
+use self::fastpath::Served;
+use self::responses::{ResponsesCounters, Watched};
+use self::upstream::{UpstreamCall, forward, forwarded_headers};
+use crate::ahead::background::{self, Background};
 use crate::config::ProxyConfig;
-use crate::discovery::{Learned, Windows};
 use crate::error::{ErrorKind, ProxyError, error_response};
-use crate::fastpath::Served;
-use crate::labels::ModelLabels;
-use crate::limits::{Limits, deadline_body, serve_connections};
-use crate::memory;
-use crate::metrics::{CallOutcome, Metrics, Snapshot};
-use crate::responses::{self, ResponsesCounters, Watched};
-use crate::stability::{Edit, LazyHashes, Sticky, hash_at};
-use crate::status::{Status, status_page};
-use crate::store::{self, StateStore};
-use crate::summary_cache::CachingSummarizer;
-use crate::tenancy::{TENANT, Tenancy};
-use crate::upstream::{UpstreamCall, forward, forwarded_headers};
+use crate::ops::limits::{Limits, deadline_body, serve_connections};
+use crate::ops::metrics::{CallOutcome, Metrics, Snapshot};
+use crate::ops::status::{Status, status_page};
+use crate::state::memory;
+use crate::state::stability::{Edit, LazyHashes, Sticky, hash_at};
+use crate::state::store::{self, StateStore};
+use crate::state::summary_cache::CachingSummarizer;
+use crate::state::tenancy::{TENANT, Tenancy};
+use crate::window::discovery::{Learned, Windows};
+use crate::window::labels::ModelLabels;
 
 /// The response header that lists the strategies applied to a request.
 pub const REPORT_HEADER: &str = "x-context-cascade";
@@ -53,10 +61,10 @@ pub struct AppState {
     pub(crate) windows: Windows,
     manager: ContextManager,
     pub(crate) client: reqwest::Client,
-    /// SQLite, or Redis shared with other replicas (see [`crate::store`]).
+    /// SQLite, or Redis shared with other replicas (see [`crate::state::store`]).
     pub(crate) store: Arc<dyn StateStore>,
     /// Requests the cascade would leave alone skip it (issue 15).
-    pub(crate) fastpath: crate::fastpath::FastPath,
+    pub(crate) fastpath: crate::route::fastpath::FastPath,
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) responses: ResponsesCounters,
     /// Whose state a request may see (keyed hashes of credentials).
@@ -107,7 +115,7 @@ impl AppState {
         let manager = ContextManager::new(config.cascade)
             .with_catalog(config.catalog)
             .with_summarizer(cached);
-        let manager = crate::fastpath::exact_counts(manager);
+        let manager = crate::route::fastpath::exact_counts(manager);
         let mut calibration = Calibration::new();
         for (model, scale) in restored {
             calibration.set(&model, scale);
@@ -128,7 +136,7 @@ impl AppState {
             manager,
             client,
             store,
-            fastpath: crate::fastpath::FastPath::new(config.fast_path),
+            fastpath: crate::route::fastpath::FastPath::new(config.fast_path),
             metrics,
             responses: ResponsesCounters::default(),
             tenancy,
@@ -139,7 +147,7 @@ impl AppState {
         });
         if state.store.shared() {
             // Calibration and learned windows other replicas persist reach this one.
-            tokio::spawn(crate::shared::follow(Arc::downgrade(&state)));
+            tokio::spawn(crate::state::shared::follow(Arc::downgrade(&state)));
         }
         Ok(state)
     }
@@ -300,7 +308,7 @@ pub(crate) async fn cascade(state: &Arc<AppState>, format: Format, request: Requ
         Ok(bytes) => bytes,
         Err(answer) => return answer,
     };
-    let overflowed = match crate::fastpath::serve(state, format, &parts, &bytes).await {
+    let overflowed = match crate::route::fastpath::serve(state, format, &parts, &bytes).await {
         Served::Answered(response) => return response,
         Served::Declined => None,
         Served::Overflowed(error) => Some(error),
@@ -378,7 +386,7 @@ pub(crate) async fn cascade(state: &Arc<AppState>, format: Format, request: Requ
         timeout: state.upstream_timeout,
     };
     let call = Watched::new(call, format).answered_already(overflowed);
-    crate::shared::before_call(state).await;
+    crate::state::shared::before_call(state).await;
     // The summary cache below the engine sees the tenant through the task.
     let result = TENANT
         .scope(
@@ -522,7 +530,7 @@ async fn remember(
 }
 
 /// Folds the llama.cpp server's own count of this request (its model's first) into the
-/// calibration, so that the cascade decides on it (see `crate::tokenize`).
+/// calibration, so that the cascade decides on it (see `crate::window::tokenize`).
 async fn count_with_llama_cpp(
     state: &AppState,
     headers: &reqwest::header::HeaderMap,
@@ -534,7 +542,8 @@ async fn count_with_llama_cpp(
     if state.manager.calibration().get(model).is_some() {
         return;
     }
-    let counted = crate::tokenize::prompt_tokens(&state.client, &state.upstream, headers, bytes);
+    let counted =
+        crate::window::tokenize::prompt_tokens(&state.client, &state.upstream, headers, bytes);
     match counted.await {
         Some(tokens) => {
             let prior = state.manager.prior(conversation);

@@ -8,7 +8,7 @@
 //!   sticky prefix, summaries and memory.
 //!
 //! Both keep the same things under the same keys (SPEC "Proxy state"): conversation state
-//! by the keyed hash of the credential together with the conversation ([`crate::tenancy`]),
+//! by the keyed hash of the credential together with the conversation ([`crate::state::tenancy`]),
 //! summaries by a hash that includes the tenant, calibration and learned windows by model
 //! (they hold no content). Both bound what they keep by a time to live and a size cap
 //! ([`Retention`]). A store failure never fails a request: callers log it and carry on
@@ -51,14 +51,14 @@ impl Default for Retention {
     }
 }
 
-/// A conversation's sticky decisions, as [`crate::stability`] keeps them.
+/// A conversation's sticky decisions, as [`crate::state::stability`] keeps them.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StoredSession {
     /// `openai` or `anthropic`.
     pub format: String,
     /// Hex hashes of the original incoming messages.
     pub originals: Vec<String>,
-    /// What went upstream in their place, see [`crate::decisions`].
+    /// What went upstream in their place, see [`crate::state::decisions`].
     pub decisions: Vec<u8>,
 }
 
@@ -150,7 +150,7 @@ pub trait StateStore: Send + Sync {
 }
 
 /// A store as opened, with the model-level state read at startup (SQLite reads it at once;
-/// a shared store is followed in the background, see [`crate::shared`]).
+/// a shared store is followed in the background, see [`crate::state::shared`]).
 pub struct Opened {
     /// The store.
     pub store: Arc<dyn StateStore>,

@@ -176,7 +176,7 @@ fn steps_line(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::status::record::Outcome;
+    use crate::ops::status::record::Outcome;
 
     fn call(number: u64, before: u64, after: u64) -> CallRecord {
         CallRecord {

@@ -475,7 +475,7 @@ fn prepare_file(path: &Path) -> Result<(), ProxyError> {
 
 /// The trait over the methods above: each future is ready on its first poll (a statement
 /// on the caller's task, as before the trait existed). Callers that wrote off the request
-/// path through `spawn_blocking` still do ([`crate::stability`]).
+/// path through `spawn_blocking` still do ([`crate::state::stability`]).
 impl StateStore for SqliteStore {
     fn summary<'a>(&'a self, key: &'a str) -> BoxFuture<'a, StoreResult<Option<(String, u64)>>> {
         ready(SqliteStore::summary(self, key))
