@@ -135,7 +135,7 @@ pub struct ProxyConfig {
     pub state: Option<String>,
     /// Opens the status page (`GET /`) to any client presenting it; without it the page is
     /// served to loopback clients only.
-    pub admin_token: Option<crate::ops::status::AdminToken>,
+    pub admin_token: Option<AdminToken>,
     /// Send a request the cascade would leave as it is upstream without parsing it into a
     /// conversation (same bytes, same decision; see the proxy's fastpath module). On by
     /// default.
@@ -180,7 +180,7 @@ impl Default for ProxyConfig {
             discover: true,
             sticky_prefix: true,
             background_summaries: true,
-            background_jobs: crate::ahead::background::DEFAULT_BACKGROUND_JOBS,
+            background_jobs: DEFAULT_BACKGROUND_JOBS,
             state: None,
             admin_token: None,
             fast_path: true,
@@ -238,7 +238,7 @@ impl ProxyConfig {
             ));
         }
         if let Some(url) = &self.state
-            && !crate::state::store::is_redis_url(url)
+            && !is_redis_url(url)
         {
             return Err(ProxyError::Config(format!(
                 "state = {url:?}: expected redis://HOST:PORT[/DB]"
@@ -396,6 +396,57 @@ pub fn default_db_path() -> PathBuf {
     dirs::data_dir()
         .map(|d| d.join("context-cascade").join("cascade.db"))
         .unwrap_or_else(|| PathBuf::from("cascade.db"))
+}
+
+/// Default bound on background summary jobs running at once.
+pub const DEFAULT_BACKGROUND_JOBS: usize = 4;
+
+/// Whether `text` names a Redis state store (`redis://`, or `rediss://` which the build
+/// does not support and the Redis store rejects with a reason).
+pub fn is_redis_url(text: &str) -> bool {
+    text.starts_with("redis://") || text.starts_with("rediss://")
+}
+
+/// The token that opens the status page to other hosts. Its `Debug` does not show it (the
+/// configuration is printed in places).
+#[derive(Clone, PartialEq, Eq, serde::Deserialize)]
+#[serde(try_from = "String")]
+pub struct AdminToken(String);
+
+impl AdminToken {
+    /// A token; empty or blank ones are refused (they would open the page to anyone).
+    pub fn new(token: impl Into<String>) -> Result<Self, ProxyError> {
+        let token = token.into();
+        if token.trim().is_empty() {
+            return Err(ProxyError::Config("admin_token must not be empty".into()));
+        }
+        Ok(AdminToken(token))
+    }
+
+    /// Whether `given` is the token, in time independent of where they differ.
+    pub(crate) fn matches(&self, given: &str) -> bool {
+        use sha2::{Digest, Sha256};
+        let (a, b) = (Sha256::digest(self.0.as_bytes()), Sha256::digest(given));
+        let diff = a
+            .iter()
+            .zip(b.iter())
+            .fold(0u8, |acc, (x, y)| acc | (x ^ y));
+        diff == 0
+    }
+}
+
+impl TryFrom<String> for AdminToken {
+    type Error = ProxyError;
+
+    fn try_from(token: String) -> Result<Self, Self::Error> {
+        AdminToken::new(token)
+    }
+}
+
+impl std::fmt::Debug for AdminToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AdminToken(..)")
+    }
 }
 
 #[cfg(test)]

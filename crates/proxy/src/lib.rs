@@ -14,7 +14,7 @@
 //! - SQLite (or Redis, shared by replicas: `--state redis://...`): a summary cache, the
 //!   token calibration per model, remembered facts per conversation, and the sticky prefix
 //!   that keeps the provider's prompt cache hitting.
-//! - `GET /`: the operator's status page ([`status`]; loopback only unless an admin token
+//! - `GET /`: the operator's status page (loopback only unless an admin token
 //!   is set).
 //!
 //! ```no_run
@@ -36,14 +36,16 @@ mod route;
 mod state;
 mod window;
 
-// The paths the CLI, the tests and the examples use (narrowed in the next step).
-pub use ahead::background;
-pub use ops::{limits, metrics, status};
-pub use route::{cut, responses, stream, upstream};
-pub use state::{decisions, memory, shared, stability, store, summary_cache, tenancy};
-pub use window::{discovery, labels};
-
+pub use ahead::background::BackgroundStats;
 pub use cascade_llm::{EndpointSpec, Provider, SummarizerSpec};
-pub use config::ProxyConfig;
+pub use config::{AdminToken, ProxyConfig};
 pub use error::ProxyError;
-pub use route::{AppState, REPORT_HEADER, router, serve, serve_state};
+pub use route::answer::REPORT_HEADER;
+pub use route::app::AppState;
+pub use route::{router, serve, serve_state};
+/// What a conversation asked the proxy to remember (the latency example measures it).
+pub use state::memory;
+/// The state store: SQLite, or Redis shared by replicas (what the CLI opens and the tests
+/// read back).
+pub use state::store;
+pub use state::tenancy::secret_path;

@@ -126,7 +126,7 @@ async fn window_is_discovered_from_llama_cpp_props() {
 async fn calibration_survives_a_restart() {
     let path = std::env::temp_dir().join(format!("cascade-proxy-test-{}.db", std::process::id()));
     let _ = std::fs::remove_file(&path);
-    let _ = std::fs::remove_file(cascade_proxy::tenancy::secret_path(&path));
+    let _ = std::fs::remove_file(cascade_proxy::secret_path(&path));
     let db = path.clone();
     let h = start(Script::new(1_000_000), move |c| {
         c.window = Some(128_000);
@@ -144,14 +144,14 @@ async fn calibration_survives_a_restart() {
         Some(before)
     );
     let _ = std::fs::remove_file(&path);
-    let _ = std::fs::remove_file(cascade_proxy::tenancy::secret_path(&path));
+    let _ = std::fs::remove_file(cascade_proxy::secret_path(&path));
 }
 
 #[tokio::test]
 async fn sticky_prefix_survives_a_restart() {
     let path = std::env::temp_dir().join(format!("cascade-proxy-sticky-{}.db", std::process::id()));
     let _ = std::fs::remove_file(&path);
-    let _ = std::fs::remove_file(cascade_proxy::tenancy::secret_path(&path));
+    let _ = std::fs::remove_file(cascade_proxy::secret_path(&path));
     let db = path.clone();
     let mut script = Script::new(1_000_000);
     script.report_usage = false;
@@ -209,7 +209,7 @@ async fn sticky_prefix_survives_a_restart() {
         "the restarted proxy re-applied the same compaction"
     );
     let _ = std::fs::remove_file(&path);
-    let _ = std::fs::remove_file(cascade_proxy::tenancy::secret_path(&path));
+    let _ = std::fs::remove_file(cascade_proxy::secret_path(&path));
 }
 
 #[tokio::test]
@@ -217,7 +217,7 @@ async fn summary_cache_survives_a_restart() {
     let path =
         std::env::temp_dir().join(format!("cascade-proxy-summaries-{}.db", std::process::id()));
     let _ = std::fs::remove_file(&path);
-    let _ = std::fs::remove_file(cascade_proxy::tenancy::secret_path(&path));
+    let _ = std::fs::remove_file(cascade_proxy::secret_path(&path));
     let db = path.clone();
     let mut script = Script::new(1_000_000);
     script.report_usage = false;
@@ -259,5 +259,5 @@ async fn summary_cache_survives_a_restart() {
     let seen = h.script.seen();
     assert_eq!(seen[0].body, seen[1].body);
     let _ = std::fs::remove_file(&path);
-    let _ = std::fs::remove_file(cascade_proxy::tenancy::secret_path(&path));
+    let _ = std::fs::remove_file(cascade_proxy::secret_path(&path));
 }

@@ -104,7 +104,7 @@ fn configure(args: &ProxyArgs) -> Result<ProxyConfig, CliError> {
         config.state = Some(state.clone());
     }
     if let Some(token) = &args.admin_token {
-        let token = cascade_proxy::status::AdminToken::new(token.clone())
+        let token = cascade_proxy::AdminToken::new(token.clone())
             .map_err(|e| CliError::Usage(format!("proxy: --admin-token: {e}")))?;
         config.admin_token = Some(token);
     }

@@ -32,14 +32,10 @@ use std::sync::{Arc, Mutex};
 use bytes::Bytes;
 use context_cascade::format::parse;
 use context_cascade::summarizer::{Summarizer, SummaryError};
-use context_cascade::{Budget, Conversation, Format, Report};
+use context_cascade::{Budget, ContextManager, Conversation, Format};
 use tokio::sync::Semaphore;
 
-use crate::route::AppState;
 use crate::state::tenancy::TENANT;
-
-/// Default bound on background summary jobs running at once.
-pub const DEFAULT_BACKGROUND_JOBS: usize = 4;
 
 /// What a job prepares from: the request as sent, its budget and its tenant.
 #[derive(Clone)]
@@ -52,7 +48,7 @@ struct Job {
 /// The request as it went upstream: parsed (the slow path's), or the client's bytes that
 /// the fast path forwarded unparsed, parsed by the job off the request path.
 #[derive(Clone)]
-enum Sent {
+pub(crate) enum Sent {
     Parsed(Arc<Conversation>),
     Raw(Format, Bytes),
 }
@@ -71,6 +67,8 @@ impl Sent {
 /// The background summary jobs of one proxy.
 pub struct Background {
     summarizer: Arc<dyn Summarizer>,
+    /// The engine whose compaction the jobs prepare for.
+    manager: Arc<ContextManager>,
     /// The conversations with a job running or waiting, each with the request answered
     /// meanwhile that the job runs on next.
     in_flight: Mutex<HashMap<String, Option<Job>>>,
@@ -137,11 +135,16 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Background {
-    /// Jobs that summarize through `summarizer` (the proxy's caching one), at most `jobs`
-    /// at once (at least one).
-    pub fn new(summarizer: Arc<dyn Summarizer>, jobs: usize) -> Self {
+    /// Jobs that prepare for `manager`'s compactions through `summarizer` (the proxy's
+    /// caching one), at most `jobs` at once (at least one).
+    pub(crate) fn new(
+        summarizer: Arc<dyn Summarizer>,
+        manager: Arc<ContextManager>,
+        jobs: usize,
+    ) -> Self {
         Background {
             summarizer,
+            manager,
             in_flight: Mutex::new(HashMap::new()),
             permits: Arc::new(Semaphore::new(jobs.max(1))),
             started: AtomicU64::new(0),
@@ -182,81 +185,54 @@ impl Background {
     }
 }
 
-/// The hook the cascade routes call once a request is answered: starts a job for the
-/// conversation `key` of `tenant` when `sent` (the request as it went upstream, under
-/// `budget`, as `report` measured it) is past the pre-threshold. Returns at once.
-pub(crate) fn after_answer(
-    state: &Arc<AppState>,
-    key: &str,
-    tenant: &str,
-    sent: &Conversation,
-    budget: Budget,
-    report: &Report,
-) {
-    let Some(background) = state.background() else {
-        return;
-    };
-    let ratio = state.manager().config().background_summary_ratio;
-    if report.tokens_after <= budget.share(ratio) {
-        return;
+impl Background {
+    /// Whether a request estimated at `tokens` under `budget` is past the pre-threshold
+    /// (`background_summary_ratio`·E), where a job prepares for its next request.
+    pub(crate) fn past_threshold(&self, tokens: u64, budget: Budget) -> bool {
+        tokens > budget.share(self.manager.config().background_summary_ratio)
     }
-    let job = Job {
-        sent: Sent::Parsed(Arc::new(sent.clone())),
-        budget,
-        tenant: tenant.to_owned(),
-    };
-    start(state, background, key, job);
-}
 
-/// The fast path's hook: the request went upstream as it came, past the pre-threshold
-/// (the fast path checked), so the job prepares from the client's bytes, which it parses
-/// off the request path. Returns at once.
-pub(crate) fn after_fast_answer(
-    state: &Arc<AppState>,
-    key: &str,
-    tenant: &str,
-    (format, bytes): (Format, Bytes),
-    budget: Budget,
-) {
-    let Some(background) = state.background() else {
-        return;
-    };
-    let job = Job {
-        sent: Sent::Raw(format, bytes),
-        budget,
-        tenant: tenant.to_owned(),
-    };
-    start(state, background, key, job);
-}
-
-/// Starts a job for `key`, or leaves `job` as the running one's next.
-fn start(state: &Arc<AppState>, background: &Arc<Background>, key: &str, job: Job) {
-    let Some((mut claim, mut job)) = background.claim(key, job) else {
-        return;
-    };
-    background.started.fetch_add(1, Ordering::Relaxed);
-    let state = state.clone();
-    tokio::spawn(async move {
-        let background = claim.background.clone();
-        loop {
-            run(&state, &background, &job).await;
-            let Some(next) = claim.next() else {
-                break;
-            };
-            job = next;
-            background.started.fetch_add(1, Ordering::Relaxed);
-            background.rerun.fetch_add(1, Ordering::Relaxed);
-        }
-    });
+    /// Starts a job for the conversation `key` of `tenant`, preparing from `sent` (the
+    /// request as it went upstream, under `budget`), or leaves it as the running job's next.
+    /// Returns at once.
+    pub(crate) fn prepare_after(
+        self: &Arc<Self>,
+        key: &str,
+        tenant: &str,
+        sent: Sent,
+        budget: Budget,
+    ) {
+        let job = Job {
+            sent,
+            budget,
+            tenant: tenant.to_owned(),
+        };
+        let Some((mut claim, mut job)) = self.claim(key, job) else {
+            return;
+        };
+        self.started.fetch_add(1, Ordering::Relaxed);
+        tokio::spawn(async move {
+            let background = claim.background.clone();
+            loop {
+                run(&background, &job).await;
+                let Some(next) = claim.next() else {
+                    break;
+                };
+                job = next;
+                background.started.fetch_add(1, Ordering::Relaxed);
+                background.rerun.fetch_add(1, Ordering::Relaxed);
+            }
+        });
+    }
 }
 
 /// One run of a job: waits for a permit (off the request path), prepares, retries once.
-async fn run(state: &Arc<AppState>, background: &Arc<Background>, job: &Job) {
+async fn run(background: &Arc<Background>, job: &Job) {
     let Ok(_permit) = background.permits.clone().acquire_owned().await else {
         return;
     };
     let prepare = || {
-        let (state, job) = (state.clone(), job.clone());
+        let (manager, job) = (background.manager.clone(), job.clone());
         let summarizer = background.summarizer.clone();
         let handle = tokio::runtime::Handle::current();
         // A job runs the engine on dozens of forecasts (tokenizing their made-up outputs
@@ -264,7 +240,7 @@ async fn run(state: &Arc<AppState>, background: &Arc<Background>, job: &Job) {
         // requests. The permit above bounds how many run at once.
         tokio::task::spawn_blocking(move || {
             let conversation = job.sent.conversation()?;
-            let ahead = (state.manager()).summarize_ahead(&conversation, job.budget, summarizer);
+            let ahead = manager.summarize_ahead(&conversation, job.budget, summarizer);
             // The summary cache keys summaries by tenant, like the request's own would be.
             handle.block_on(TENANT.scope(job.tenant.clone(), ahead))
         })
@@ -303,13 +279,10 @@ fn record<T>(background: &Background, outcome: Result<Option<T>, SummaryError>) 
     }
 }
 
-/// The jobs `config` asks for: on when `background_summaries` is and the summarizer is an
-/// LLM (offline summaries are computed in microseconds, nothing to gain ahead).
-pub(crate) fn for_config(
-    config: &crate::config::ProxyConfig,
-    summarizer: &Arc<dyn Summarizer>,
-) -> Option<Arc<Background>> {
+/// How many jobs at once `config` asks for, `None` when they are off: on when
+/// `background_summaries` is and the summarizer is an LLM (offline summaries are computed
+/// in microseconds, nothing to gain ahead).
+pub(crate) fn jobs_for(config: &crate::config::ProxyConfig) -> Option<usize> {
     let llm = !matches!(config.summarizer, cascade_llm::SummarizerSpec::Offline);
-    (config.background_summaries && llm)
-        .then(|| Arc::new(Background::new(summarizer.clone(), config.background_jobs)))
+    (config.background_summaries && llm).then_some(config.background_jobs)
 }

@@ -1,3 +1,3 @@
 //! Work done ahead of need: background summaries between requests.
 
-pub mod background;
+pub(crate) mod background;

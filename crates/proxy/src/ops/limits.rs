@@ -25,7 +25,7 @@ use crate::error::ProxyError;
 
 /// The client-side limits of a running proxy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
+pub(crate) struct Limits {
     /// Time to send the request head.
     pub header_read_timeout: Duration,
     /// Time to send the request body.
@@ -36,7 +36,7 @@ pub struct Limits {
 
 impl Limits {
     /// The limits `config` sets.
-    pub fn from_config(config: &ProxyConfig) -> Self {
+    pub(crate) fn from_config(config: &ProxyConfig) -> Self {
         Limits {
             header_read_timeout: config.header_read_timeout,
             body_read_timeout: config.body_read_timeout,
@@ -47,7 +47,7 @@ impl Limits {
 
 /// Serves `router` on `listener` under `limits` until `shutdown` completes, then lets the
 /// open connections finish.
-pub async fn serve_connections(
+pub(crate) async fn serve_connections(
     listener: tokio::net::TcpListener,
     router: Router,
     limits: Limits,
@@ -106,7 +106,7 @@ pub async fn serve_connections(
 
 /// The request body, failing once `limit` has passed since it started: a client trickling
 /// its body cannot hold the request (and the upstream connection) forever.
-pub fn deadline_body(
+pub(crate) fn deadline_body(
     body: Body,
     limit: Duration,
 ) -> impl Stream<Item = Result<Bytes, std::io::Error>> + Send {

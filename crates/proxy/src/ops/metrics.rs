@@ -9,7 +9,7 @@ use context_cascade::Report;
 
 /// Every counter the proxy keeps. One lock: updates are a few map operations.
 #[derive(Debug, Default)]
-pub struct Metrics {
+pub(crate) struct Metrics {
     inner: Mutex<Counters>,
 }
 
@@ -66,7 +66,7 @@ pub struct Snapshot {
 
 /// How a request on a cascade route ended, for [`Metrics::report`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CallOutcome {
+pub(crate) enum CallOutcome {
     /// The upstream answered (after recovering from any overflow it reported).
     Answered,
     /// Every recovery step was spent and the conversation still overflowed.
@@ -84,13 +84,13 @@ impl Metrics {
     }
 
     /// One request answered on `route` with `status`.
-    pub fn request(&self, route: &str, status: u16) {
+    pub(crate) fn request(&self, route: &str, status: u16) {
         self.with(|c| *c.requests.entry((route.to_owned(), status)).or_default() += 1);
     }
 
     /// What the cascade did for one request: strategies, tokens saved, calls, overflows,
     /// and how the request ended.
-    pub fn report(&self, report: &Report, outcome: CallOutcome) {
+    pub(crate) fn report(&self, report: &Report, outcome: CallOutcome) {
         let recovered = outcome == CallOutcome::Answered;
         let exhausted = outcome == CallOutcome::Exhausted;
         self.with(|c| {
@@ -113,13 +113,8 @@ impl Metrics {
         });
     }
 
-    /// A call that failed with a non-overflow error (it still went upstream).
-    pub fn upstream_calls(&self, calls: usize) {
-        self.with(|c| c.upstream_calls += calls as u64);
-    }
-
     /// A summary served from (or missed in) the cache.
-    pub fn summary_cache(&self, hit: bool) {
+    pub(crate) fn summary_cache(&self, hit: bool) {
         self.with(|c| {
             if hit {
                 c.summary_hits += 1;
@@ -130,17 +125,17 @@ impl Metrics {
     }
 
     /// A model's first request was counted by its llama.cpp server.
-    pub fn llama_cpp_count(&self) {
+    pub(crate) fn llama_cpp_count(&self) {
         self.with(|c| c.llama_cpp_counts += 1);
     }
 
     /// A summary of a shorter range stood in for one the cache did not have.
-    pub fn summary_stand_in(&self) {
+    pub(crate) fn summary_stand_in(&self) {
         self.with(|c| c.summary_stand_ins += 1);
     }
 
     /// Remembered facts newly stored / re-injected.
-    pub fn facts(&self, stored: usize, injected: usize) {
+    pub(crate) fn facts(&self, stored: usize, injected: usize) {
         self.with(|c| {
             c.facts_stored += stored as u64;
             c.facts_injected += injected as u64;
@@ -148,22 +143,22 @@ impl Metrics {
     }
 
     /// A request built on the previous request's compacted prefix.
-    pub fn prefix_reused(&self) {
+    pub(crate) fn prefix_reused(&self) {
         self.with(|c| c.prefix_reused += 1);
     }
 
     /// A request the fast path sent upstream as it came.
-    pub fn fast_path(&self) {
+    pub(crate) fn fast_path(&self) {
         self.with(|c| c.fast_path += 1);
     }
 
     /// Where a model's window came from (`flag`, `config`, `upstream`, `catalog`, `default`).
-    pub fn window_source(&self, source: &str) {
+    pub(crate) fn window_source(&self, source: &str) {
         self.with(|c| *c.discovery.entry(source.to_owned()).or_default() += 1);
     }
 
     /// The counters as they are now.
-    pub fn snapshot(&self) -> Snapshot {
+    pub(crate) fn snapshot(&self) -> Snapshot {
         let mut s = Snapshot::default();
         self.with(|c| {
             s = Snapshot {
@@ -185,7 +180,7 @@ impl Metrics {
     }
 
     /// The Prometheus text exposition, with the EMA scale per model from `calibration`.
-    pub fn render(&self, calibration: &Calibration) -> String {
+    pub(crate) fn render(&self, calibration: &Calibration) -> String {
         let mut c = Counters::default();
         self.with(|counters| c = counters.clone());
         let mut out = String::new();
@@ -214,80 +209,8 @@ impl Metrics {
                 "cascade_strategies_applied_total{{strategy=\"{strategy}\"}} {n}"
             );
         }
-        let plain: [(&str, &str, u64); 15] = [
-            (
-                "cascade_tokens_saved_total",
-                "Estimated prompt tokens removed by the cascade.",
-                c.tokens_saved,
-            ),
-            (
-                "cascade_compaction_uncached_tokens_total",
-                "Estimated prompt tokens after the first message a compaction changed: billed uncached by a provider's prompt cache because of it.",
-                c.uncached_tokens,
-            ),
-            (
-                "cascade_upstream_calls_total",
-                "Calls made to the upstream on the cascade routes.",
-                c.upstream_calls,
-            ),
-            (
-                "cascade_overflow_errors_total",
-                "Upstream answers recognised as context overflows.",
-                c.overflow_errors,
-            ),
-            (
-                "cascade_overflow_recoveries_total",
-                "Requests that succeeded after at least one overflow.",
-                c.overflow_recoveries,
-            ),
-            (
-                "cascade_overflow_exhausted_total",
-                "Requests that still overflowed after the last retry.",
-                c.overflow_exhausted,
-            ),
-            (
-                "cascade_summary_cache_hits_total",
-                "Summaries served from the cache.",
-                c.summary_hits,
-            ),
-            (
-                "cascade_summary_cache_misses_total",
-                "Summaries that had to be computed.",
-                c.summary_misses,
-            ),
-            (
-                "cascade_llama_cpp_counts_total",
-                "First requests of a model counted by its llama.cpp server's tokenizer.",
-                c.llama_cpp_counts,
-            ),
-            (
-                "cascade_summary_stand_ins_total",
-                "Summaries of a shorter range used for one not cached (prepared_summary_gap), by requests and background jobs.",
-                c.summary_stand_ins,
-            ),
-            (
-                "cascade_memory_facts_stored_total",
-                "Remembered facts stored.",
-                c.facts_stored,
-            ),
-            (
-                "cascade_memory_facts_injected_total",
-                "Remembered facts re-injected into a system prompt.",
-                c.facts_injected,
-            ),
-            (
-                "cascade_prefix_reused_total",
-                "Requests built on the previous request's compacted prefix.",
-                c.prefix_reused,
-            ),
-            (
-                "cascade_fast_path_total",
-                "Requests sent upstream as they came, without parsing them whole (nothing to compact).",
-                c.fast_path,
-            ),
-            ("cascade_up", "Whether the proxy is serving.", 1),
-        ];
-        for (name, help, value) in plain {
+        for (name, help, value) in PLAIN {
+            let value = value(&c);
             let kind = if name.ends_with("_total") {
                 "counter"
             } else {
@@ -325,6 +248,84 @@ impl Metrics {
         out
     }
 }
+
+/// A counter or gauge without labels: its name, its help, and how to read its value.
+type Plain = (&'static str, &'static str, fn(&Counters) -> u64);
+
+/// The counters and gauges without labels, in the order `/metrics` lists them.
+const PLAIN: [Plain; 15] = [
+    (
+        "cascade_tokens_saved_total",
+        "Estimated prompt tokens removed by the cascade.",
+        |c| c.tokens_saved,
+    ),
+    (
+        "cascade_compaction_uncached_tokens_total",
+        "Estimated prompt tokens after the first message a compaction changed: billed uncached by a provider's prompt cache because of it.",
+        |c| c.uncached_tokens,
+    ),
+    (
+        "cascade_upstream_calls_total",
+        "Calls made to the upstream on the cascade routes.",
+        |c| c.upstream_calls,
+    ),
+    (
+        "cascade_overflow_errors_total",
+        "Upstream answers recognised as context overflows.",
+        |c| c.overflow_errors,
+    ),
+    (
+        "cascade_overflow_recoveries_total",
+        "Requests that succeeded after at least one overflow.",
+        |c| c.overflow_recoveries,
+    ),
+    (
+        "cascade_overflow_exhausted_total",
+        "Requests that still overflowed after the last retry.",
+        |c| c.overflow_exhausted,
+    ),
+    (
+        "cascade_summary_cache_hits_total",
+        "Summaries served from the cache.",
+        |c| c.summary_hits,
+    ),
+    (
+        "cascade_summary_cache_misses_total",
+        "Summaries that had to be computed.",
+        |c| c.summary_misses,
+    ),
+    (
+        "cascade_llama_cpp_counts_total",
+        "First requests of a model counted by its llama.cpp server's tokenizer.",
+        |c| c.llama_cpp_counts,
+    ),
+    (
+        "cascade_summary_stand_ins_total",
+        "Summaries of a shorter range used for one not cached (prepared_summary_gap), by requests and background jobs.",
+        |c| c.summary_stand_ins,
+    ),
+    (
+        "cascade_memory_facts_stored_total",
+        "Remembered facts stored.",
+        |c| c.facts_stored,
+    ),
+    (
+        "cascade_memory_facts_injected_total",
+        "Remembered facts re-injected into a system prompt.",
+        |c| c.facts_injected,
+    ),
+    (
+        "cascade_prefix_reused_total",
+        "Requests built on the previous request's compacted prefix.",
+        |c| c.prefix_reused,
+    ),
+    (
+        "cascade_fast_path_total",
+        "Requests sent upstream as they came, without parsing them whole (nothing to compact).",
+        |c| c.fast_path,
+    ),
+    ("cascade_up", "Whether the proxy is serving.", |_| 1),
+];
 
 fn header(out: &mut String, name: &str, kind: &str, help: &str) {
     let _ = writeln!(out, "# HELP {name} {help}");

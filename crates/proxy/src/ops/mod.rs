@@ -1,5 +1,5 @@
 //! What the operator sees and sets: metrics, the status page, connection limits.
 
-pub mod limits;
-pub mod metrics;
-pub mod status;
+pub(crate) mod limits;
+pub(crate) mod metrics;
+pub(crate) mod status;

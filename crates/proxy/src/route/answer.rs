@@ -3,6 +3,7 @@
 //! that says what the cascade did.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::HeaderValue;
@@ -12,51 +13,113 @@ use context_cascade::{Format, LlmError, Report};
 
 use crate::error::{ErrorKind, error_response};
 use crate::route::cut::complete_events;
+use crate::route::outcome::Outcome;
 use crate::route::stream::scan_usage;
 use crate::route::upstream::{UpstreamOutput, passthrough_error, response_headers};
-use crate::route::{AppState, REPORT_HEADER};
+use crate::window::calibration::Calibrator;
 
-/// The client's answer for a successful upstream call. `(prior, counted)`: the prior and
-/// the engine's estimate of the request sent, paired with the usage a stream reports.
-pub(crate) fn success(
-    state: &Arc<AppState>,
-    output: UpstreamOutput,
-    format: Format,
-    (prior, counted): (f64, u64),
-    model: String,
-) -> Response {
-    match output {
-        UpstreamOutput::Full {
-            status,
-            headers,
-            body,
-        } => {
-            let mut response = Response::new(Body::from(body));
-            *response.status_mut() = status;
-            *response.headers_mut() = response_headers(&headers);
-            response
-        }
-        UpstreamOutput::Stream(upstream) => {
-            let status = upstream.status();
-            let headers = response_headers(upstream.headers());
-            let observer = state.clone();
-            let provider = Provider::for_format(format);
-            let idle = state.upstream_timeout;
-            let events = complete_events(format, upstream.bytes_stream(), idle);
-            let body = scan_usage(provider, events, move |tokens| {
-                observer
-                    .manager()
-                    .observe_sent(&model, prior, counted, tokens);
-                // The stream's callback is synchronous: the write goes on its own task.
-                let (observer, model) = (observer.clone(), model.clone());
-                tokio::spawn(async move { observer.save_scale(&model).await });
-            });
-            let mut response = Response::new(Body::from_stream(body));
-            *response.status_mut() = status;
-            *response.headers_mut() = headers;
-            response
+/// The response header that lists the strategies applied to a request.
+pub const REPORT_HEADER: &str = "x-context-cascade";
+
+/// What the upstream call left for the client.
+pub(crate) enum Answer {
+    /// The upstream answered; `sent` is the prior and the engine's estimate of the request
+    /// sent, paired with the usage a stream reports.
+    Upstream {
+        output: UpstreamOutput,
+        sent: (f64, u64),
+    },
+    /// The conversation could not be made to fit.
+    Exhausted,
+    /// The upstream call failed with something other than an overflow.
+    Failed(LlmError),
+}
+
+/// What answering needs: the calibration a stream's usage goes to, and how long a stream
+/// may stay idle.
+pub(crate) struct Answering<'s> {
+    pub(crate) calibrator: &'s Arc<Calibrator>,
+    pub(crate) idle: Duration,
+}
+
+impl Answering<'_> {
+    /// The client's answer for `outcome`, with the header that says what the cascade did.
+    pub(crate) fn respond(&self, outcome: &Outcome<'_>, answer: Answer) -> Response {
+        let (format, report) = (outcome.format, &outcome.report);
+        let mut response = match answer {
+            Answer::Upstream { output, sent } => {
+                self.success(output, format, sent, outcome.model.clone())
+            }
+            Answer::Exhausted => exhausted(format, report),
+            Answer::Failed(error) => upstream_failure(format, &error),
+        };
+        add_report_header(&mut response, report);
+        response
+    }
+
+    /// The client's answer for a successful upstream call.
+    fn success(
+        &self,
+        output: UpstreamOutput,
+        format: Format,
+        (prior, counted): (f64, u64),
+        model: String,
+    ) -> Response {
+        match output {
+            UpstreamOutput::Full {
+                status,
+                headers,
+                body,
+            } => {
+                let mut response = Response::new(Body::from(body));
+                *response.status_mut() = status;
+                *response.headers_mut() = response_headers(&headers);
+                response
+            }
+            UpstreamOutput::Stream(upstream) => {
+                let status = upstream.status();
+                let headers = response_headers(upstream.headers());
+                let calibrator = self.calibrator.clone();
+                let provider = Provider::for_format(format);
+                let events = complete_events(format, upstream.bytes_stream(), self.idle);
+                let body = scan_usage(provider, events, move |tokens| {
+                    calibrator.observe_sent(&model, prior, counted, tokens);
+                    // The stream's callback is synchronous: the write goes on its own task.
+                    let (calibrator, model) = (calibrator.clone(), model.clone());
+                    tokio::spawn(async move { calibrator.save(&model).await });
+                });
+                let mut response = Response::new(Body::from_stream(body));
+                *response.status_mut() = status;
+                *response.headers_mut() = headers;
+                response
+            }
         }
     }
+}
+
+/// The client's answer when every recovery step was spent and the conversation still
+/// overflows.
+fn exhausted(format: Format, report: &Report) -> Response {
+    let steps = report.summary_line();
+    let message = format!(
+        "context-cascade: the conversation still exceeds the model's context window after {} call(s) \
+         (window {} tokens; after {} the request takes about {} tokens){}; \
+         start a new conversation or raise the window",
+        report.calls,
+        report.window,
+        if steps.is_empty() {
+            "every strategy"
+        } else {
+            &steps
+        },
+        report.tokens_after,
+        report
+            .reason
+            .as_deref()
+            .map(|r| format!(": {r}"))
+            .unwrap_or_default(),
+    );
+    error_response(format, ErrorKind::ContextLength, &message)
 }
 
 /// The client's answer when the upstream call failed with something other than overflow.
@@ -85,6 +148,8 @@ pub(crate) fn upstream_failure(format: Format, error: &LlmError) -> Response {
     }
 }
 
+/// Says what the cascade did in [`REPORT_HEADER`] (nothing when it did nothing and the
+/// request fits).
 pub(crate) fn add_report_header(response: &mut Response, report: &Report) {
     if report.steps.is_empty() && report.fits {
         return;

@@ -11,7 +11,6 @@ use context_cascade::Format;
 use futures::StreamExt;
 
 use crate::error::{ErrorKind, error_response};
-use crate::route::AppState;
 
 /// Reads the body, refusing more than `limit` bytes or a body slower than `timeout`.
 async fn read_body(
@@ -45,16 +44,22 @@ async fn read_limited(headers: &HeaderMap, body: Body, limit: usize) -> Result<B
     Ok(Bytes::from(buffer))
 }
 
+/// How much of a body the proxy reads, and for how long.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BodyLimits {
+    pub(crate) max_bytes: usize,
+    pub(crate) read_timeout: Duration,
+}
+
 /// Reads a cascade route's body within the proxy's size and time limits, or the error
 /// answer (in the route's format) that says which limit it broke.
 pub(crate) async fn read_request_body(
-    state: &AppState,
+    limits: BodyLimits,
     format: Format,
     headers: &HeaderMap,
     body: Body,
 ) -> Result<Bytes, Response> {
-    let limit = state.max_request_bytes;
-    let timeout = state.limits.body_read_timeout;
+    let (limit, timeout) = (limits.max_bytes, limits.read_timeout);
     read_body(headers, body, limit, timeout)
         .await
         .map_err(|kind| {

@@ -31,7 +31,7 @@ struct State<S> {
 
 /// `upstream` cut at event boundaries, ended by the error event of `format` when it fails
 /// or sends nothing for `idle`.
-pub fn complete_events<S, E>(
+pub(crate) fn complete_events<S, E>(
     format: Format,
     upstream: S,
     idle: Duration,

@@ -21,28 +21,18 @@
 //! without sending the request a second time.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 use axum::http::HeaderMap;
-use axum::http::request::Parts;
-use axum::response::Response;
-use bytes::Bytes;
-use cascade_llm::Provider;
 use context_cascade::estimate::{ClassCounts, Estimator};
 use context_cascade::format::message_facts::{role, user_text};
 use context_cascade::format::parse_value;
 use context_cascade::{Budget, CascadeConfig, Conversation, Format, Role};
-use context_cascade::{Llm, Report};
 use serde::de::{Deserializer, MapAccess, Visitor};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use crate::ops::metrics::CallOutcome;
 use crate::ops::status::digest::{RequestDigest, envelope_hash, message_hash};
-use crate::ops::status::record::Outcome;
-use crate::route::AppState;
-use crate::route::answer::{add_report_header, success, upstream_failure};
-use crate::route::upstream::{UpstreamCall, forwarded_headers};
 
 /// At most this many messages' facts are kept; a full memo starts over.
 const FACTS_CAPACITY: usize = 1 << 18;
@@ -71,7 +61,7 @@ struct Facts {
 
 /// The fast path's memory: facts per message bytes, and which conversations are clean.
 pub(crate) struct FastPath {
-    enabled: bool,
+    pub(crate) enabled: bool,
     facts: Mutex<HashMap<MemoKey, Facts>>,
     clean: Mutex<HashSet<String>>,
     /// The conversation key of bodies that started with these bytes (a hash of the tenant,
@@ -298,6 +288,25 @@ fn conversation_key(
     ))
 }
 
+/// The engine's count of the whole request: exact when the model has a counter (the
+/// messages' memoized counts, the skeleton's leading messages and the request's overhead),
+/// else the estimate of its class counts.
+fn request_tokens(
+    estimator: &Estimator,
+    skeleton: &Conversation,
+    facts: &[Facts],
+    counts: &ClassCounts,
+) -> u64 {
+    match estimator.counter {
+        Some(counter) => {
+            let messages: u64 = facts.iter().filter_map(|f| f.exact.map(|e| e.1)).sum();
+            let leading: u64 = skeleton.messages.iter().map(|m| counter.message(m)).sum();
+            messages + leading + counter.request_overhead(skeleton)
+        }
+        None => estimator.tokens_of(counts),
+    }
+}
+
 /// One request as the fast path receives it.
 pub(crate) struct Incoming<'a> {
     pub(crate) format: Format,
@@ -356,14 +365,7 @@ where
     let counts = (facts.iter()).fold(ClassCounts::of_conversation(&skeleton), |acc, f| {
         acc + f.counts
     });
-    let tokens = match estimator.counter {
-        Some(counter) => {
-            let messages: u64 = facts.iter().filter_map(|f| f.exact.map(|e| e.1)).sum();
-            let leading: u64 = skeleton.messages.iter().map(|m| counter.message(m)).sum();
-            messages + leading + counter.request_overhead(&skeleton)
-        }
-        None => estimator.tokens_of(&counts),
-    };
+    let tokens = request_tokens(&estimator, &skeleton, &facts, &counts);
     let largest = facts.iter().map(|f| f.largest_result).fold(0.0, f64::max);
     let budget = budget(model, skeleton.output_reserve()).await;
     let largest_tokens = (largest * estimator.multiplier).ceil() as u64;
@@ -392,148 +394,6 @@ where
     })
 }
 
-/// How the fast path left a request.
-pub(crate) enum Served {
-    /// The client's answer.
-    Answered(Response),
-    /// The request needs the cascade: the slow path runs.
-    Declined,
-    /// The upstream said the context overflowed: the slow path recovers, starting from
-    /// this answer (its first call returns it instead of sending the request again).
-    Overflowed(context_cascade::LlmError),
-}
-
-/// The fast path for one request on the OpenAI Chat route.
-pub(crate) async fn serve(
-    state: &Arc<AppState>,
-    format: Format,
-    parts: &Parts,
-    bytes: &Bytes,
-) -> Served {
-    // The Responses API is left to the slow path: its input items are not messages.
-    let known = matches!(format, Format::OpenAi | Format::Anthropic);
-    if !known || !state.fastpath.enabled {
-        return Served::Declined;
-    }
-    match answer(state, format, parts, bytes).await {
-        Some(Ok(response)) => Served::Answered(response),
-        Some(Err(overflow)) => Served::Overflowed(overflow),
-        None => Served::Declined,
-    }
-}
-
-/// The answer when the fast path takes the request: the response, or the upstream's
-/// overflow error; `None` when it does not take it.
-async fn answer(
-    state: &Arc<AppState>,
-    format: Format,
-    parts: &Parts,
-    bytes: &Bytes,
-) -> Option<Result<Response, context_cascade::LlmError>> {
-    let tenant = state.tenancy.tenant(&parts.headers);
-    let headers = forwarded_headers(&parts.headers, true);
-    // The scales other replicas persisted count here as they would on the slow path.
-    crate::state::shared::before_call(state).await;
-    let resolved = Mutex::new(None);
-    let budget = |model: String, reserve: u64| {
-        let headers = &headers;
-        let resolved = &resolved;
-        async move {
-            let (window, source) = (state.windows)
-                .resolve(&state.client, &state.upstream, headers, &model)
-                .await;
-            *resolved.lock().unwrap_or_else(|p| p.into_inner()) = Some(source);
-            state.windows.budget(&model, window, source, reserve)
-        }
-    };
-    let manager = state.manager();
-    let background = state.background().is_some();
-    let incoming = Incoming {
-        format,
-        headers: &parts.headers,
-        tenant: &tenant,
-        bytes,
-    };
-    let decision = decide(&state.fastpath, manager, incoming, background, budget).await?;
-    // A stored fact missing from the request is put back by the slow path; a store that
-    // cannot answer sends the request there too (it says so in /healthz).
-    match state.store.facts(&decision.key).await {
-        Ok(facts) if facts.is_empty() => {}
-        _ => return None,
-    }
-    let model = decision.skeleton.model().unwrap_or("").to_owned();
-    let source = *resolved.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(source) = source {
-        state.metrics.window_source(source.as_str());
-        state.labels.admit(&model, source);
-    }
-    let path = parts
-        .uri
-        .path_and_query()
-        .map_or(parts.uri.path(), |p| p.as_str());
-    let stream = decision
-        .skeleton
-        .envelope
-        .get("stream")
-        .and_then(Value::as_bool)
-        == Some(true);
-    let call = UpstreamCall {
-        provider: Provider::for_format(format),
-        // The skeleton stands for the request: equal to itself, so its bytes go as they came.
-        original: Some((bytes.clone(), decision.skeleton.clone())),
-        client: &state.client,
-        url: format!("{}{path}", state.upstream),
-        headers,
-        stream,
-        timeout: state.upstream_timeout,
-    };
-    let report = Report::untouched(
-        format,
-        decision.budget,
-        decision.tokens,
-        decision.messages,
-        decision.estimator.multiplier,
-    );
-    let result = call.call(&decision.skeleton).await;
-    state.metrics.fast_path();
-    let outcome = match result {
-        Err(error) if error.overflow().is_some() => return Some(Err(error)),
-        Ok(_) => CallOutcome::Answered,
-        Err(_) => CallOutcome::Failed,
-    };
-    state.metrics.report(&report, outcome);
-    let admitted = state.labels.is_known(&model).then_some(model.as_str());
-    let shown = match outcome {
-        CallOutcome::Answered => Outcome::Answered,
-        _ => Outcome::Failed,
-    };
-    (state.status.recorder).record_report(
-        &decision.key,
-        admitted,
-        &report,
-        shown,
-        &decision.digest,
-    );
-    let mut response = match result {
-        Ok(completion) => {
-            if let Some(real) = completion.prompt_tokens {
-                manager.observe_sent(&model, decision.prior, decision.tokens, real);
-            }
-            state.save_scale(&model).await;
-            if decision.prepare_ahead {
-                let request = (format, bytes.clone());
-                let (key, budget) = (&decision.key, decision.budget);
-                crate::ahead::background::after_fast_answer(state, key, &tenant, request, budget);
-            }
-            let sent = (decision.prior, decision.tokens);
-            success(state, completion.output, format, sent, model)
-        }
-        Err(error) => upstream_failure(format, &error),
-    };
-    add_report_header(&mut response, &report);
-    Some(Ok(response))
-}
-
 /// The engine with exact counts for OpenAI models (feature `exact`).
 #[cfg(feature = "exact")]
 pub(crate) fn exact_counts(
@@ -546,7 +406,7 @@ pub(crate) fn exact_counts(
         counter_for_model("gpt-4o");
         counter_for_model("gpt-4");
     });
-    manager.with_token_counters(Arc::new(counter_for_model))
+    manager.with_token_counters(std::sync::Arc::new(counter_for_model))
 }
 
 /// Without the feature every model is estimated.

@@ -5,7 +5,7 @@
 //! exception: a request with `previous_response_id` or `conversation` holds its history on
 //! the provider's side, so its body is only the newest part and nothing in it may be
 //! removed; it goes upstream byte for byte, and the answer says so in the
-//! [`crate::REPORT_HEADER`] header.
+//! [`REPORT_HEADER`] header.
 //!
 //! Streaming: a Responses stream may open with `response.created` / `response.in_progress`
 //! and then fail with `response.failed` (`context_length_exceeded`). Those opening events are
@@ -13,11 +13,9 @@
 //! overflow error for the retry loop before any event reached the client, anything else
 //! passes through as it arrives.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use axum::body::Body;
-use axum::extract::{Request, State};
 use axum::http::HeaderValue;
 use axum::response::Response;
 use bytes::Bytes;
@@ -26,29 +24,28 @@ use context_cascade::{BoxFuture, Completion, Conversation, Format, Llm, LlmError
 use futures::{StreamExt, TryStreamExt};
 use serde_json::Value;
 
-use crate::REPORT_HEADER;
 use crate::error::{ErrorKind, error_response};
-use crate::route::body::read_request_body;
-use crate::route::upstream::{UpstreamCall, UpstreamOutput, forward};
-use crate::route::{AppState, cascade};
+use crate::route::answer::REPORT_HEADER;
+use crate::route::inbound::Inbound;
+use crate::route::upstream::{Upstream, UpstreamCall, UpstreamOutput};
 use crate::window::discovery::Learned;
 
 /// The route's path.
-pub const ROUTE: &str = "/v1/responses";
+pub(crate) const ROUTE: &str = "/v1/responses";
 /// The report header's value for a request whose history the provider holds.
-pub const HISTORY_UPSTREAM: &str = "history-upstream; forwarded untouched";
+pub(crate) const HISTORY_UPSTREAM: &str = "history-upstream; forwarded untouched";
 /// Bytes of opening events held back at most while waiting to see whether a stream fails.
 const PEEK_LIMIT: usize = 256 * 1024;
 
 /// Counters of the Responses route that the shared metrics do not have.
 #[derive(Debug, Default)]
-pub struct ResponsesCounters {
+pub(crate) struct ResponsesCounters {
     history_upstream: AtomicU64,
 }
 
 impl ResponsesCounters {
     /// The counters in the Prometheus text format (appended to `/metrics`).
-    pub fn render(&self) -> String {
+    pub(crate) fn render(&self) -> String {
         format!(
             "# HELP cascade_history_upstream_total Responses requests whose history the provider holds (previous_response_id, conversation), forwarded untouched.\n\
              # TYPE cascade_history_upstream_total counter\n\
@@ -58,51 +55,35 @@ impl ResponsesCounters {
     }
 }
 
-/// `POST /v1/responses`.
-pub async fn responses(State(state): State<Arc<AppState>>, request: Request) -> Response {
-    let (parts, body) = request.into_parts();
-    let bytes = match read_request_body(&state, Format::Responses, &parts.headers, body).await {
-        Ok(bytes) => bytes,
-        Err(answer) => return answer,
-    };
-    let response = if holds_history_upstream(&bytes) {
-        state
-            .responses
-            .history_upstream
-            .fetch_add(1, Ordering::Relaxed);
-        let path = parts.uri.path_and_query().map_or(ROUTE, |p| p.as_str());
-        let url = format!("{}{path}", state.upstream);
-        let sent = forward(
-            &state.client,
-            url,
-            parts.method,
-            &parts.headers,
-            Body::from(bytes),
-            state.upstream_timeout,
-        )
+/// A Responses request whose history the provider holds, forwarded byte for byte; the
+/// answer says so in the report header.
+pub(crate) async fn forward_history(
+    upstream: &Upstream,
+    counters: &ResponsesCounters,
+    inbound: Inbound,
+) -> Response {
+    counters.history_upstream.fetch_add(1, Ordering::Relaxed);
+    let path = inbound.path().to_owned();
+    let Inbound { parts, bytes, .. } = inbound;
+    let sent = (upstream)
+        .forward(&path, parts.method, &parts.headers, Body::from(bytes))
         .await;
-        match sent {
-            Ok(mut response) => {
-                let value = HeaderValue::from_static(HISTORY_UPSTREAM);
-                response.headers_mut().insert(REPORT_HEADER, value);
-                response
-            }
-            Err(error) => {
-                let message = format!("context-cascade: could not reach the upstream: {error}");
-                error_response(Format::Responses, ErrorKind::Unreachable, &message)
-            }
+    match sent {
+        Ok(mut response) => {
+            let value = HeaderValue::from_static(HISTORY_UPSTREAM);
+            response.headers_mut().insert(REPORT_HEADER, value);
+            response
         }
-    } else {
-        let request = Request::from_parts(parts, Body::from(bytes));
-        cascade(&state, Format::Responses, request).await
-    };
-    state.metrics.request(ROUTE, response.status().as_u16());
-    response
+        Err(error) => {
+            let message = format!("context-cascade: could not reach the upstream: {error}");
+            error_response(Format::Responses, ErrorKind::Unreachable, &message)
+        }
+    }
 }
 
 /// Whether a Responses body names `previous_response_id` or `conversation` (read without
 /// building the conversation; invalid JSON is left to the cascade's error answer).
-fn holds_history_upstream(bytes: &[u8]) -> bool {
+pub(crate) fn holds_history_upstream(bytes: &[u8]) -> bool {
     #[derive(serde::Deserialize)]
     struct Envelope {
         #[serde(default)]
@@ -120,7 +101,7 @@ fn holds_history_upstream(bytes: &[u8]) -> bool {
 /// The upstream of one cascade request, watched: the limits its overflow errors state are
 /// kept for the window, and a Responses stream that fails with an overflow before its first
 /// output event becomes an overflow error.
-pub struct Watched<'a> {
+pub(crate) struct Watched<'a> {
     inner: UpstreamCall<'a>,
     format: Format,
     learned: std::sync::Mutex<Option<Learned>>,
@@ -132,7 +113,7 @@ pub struct Watched<'a> {
 
 impl<'a> Watched<'a> {
     /// Watches `inner`, a call for a conversation of `format`.
-    pub fn new(inner: UpstreamCall<'a>, format: Format) -> Self {
+    pub(crate) fn new(inner: UpstreamCall<'a>, format: Format) -> Self {
         Watched {
             inner,
             format,
@@ -142,13 +123,13 @@ impl<'a> Watched<'a> {
     }
 
     /// The first call answers `error`, which the upstream gave to that same request.
-    pub fn answered_already(self, error: Option<LlmError>) -> Self {
+    pub(crate) fn answered_already(self, error: Option<LlmError>) -> Self {
         *self.answered.lock().unwrap_or_else(|p| p.into_inner()) = error;
         self
     }
 
     /// The smallest limit an overflow error of this request stated.
-    pub fn learned(&self) -> Option<Learned> {
+    pub(crate) fn learned(&self) -> Option<Learned> {
         *self.learned.lock().unwrap_or_else(|p| p.into_inner())
     }
 

@@ -16,7 +16,7 @@ use futures::Stream;
 /// Passes `upstream` through unchanged, calling `on_usage` once with the prompt tokens the
 /// stream reports (when it reports them), as soon as their event has gone by (or the
 /// stream ended right after it).
-pub fn scan_usage<S, E, F>(provider: Provider, upstream: S, on_usage: F) -> ScanUsage<S, F>
+pub(crate) fn scan_usage<S, E, F>(provider: Provider, upstream: S, on_usage: F) -> ScanUsage<S, F>
 where
     S: Stream<Item = Result<Bytes, E>> + Send,
     F: FnMut(u64) + Send + 'static,
@@ -30,7 +30,7 @@ where
 }
 
 /// The stream [`scan_usage`] returns.
-pub struct ScanUsage<S, F> {
+pub(crate) struct ScanUsage<S, F> {
     upstream: Pin<Box<S>>,
     scanner: UsageScanner,
     on_usage: F,

@@ -13,9 +13,9 @@ use axum::http::{HeaderMap, HeaderName, Method, StatusCode};
 use axum::response::Response;
 use bytes::Bytes;
 use context_cascade::BoxFuture;
-use context_cascade::Conversation;
 use context_cascade::format::{WriteOptions, to_vec};
 use context_cascade::{Completion, Llm, LlmError};
+use context_cascade::{Conversation, Format};
 
 use cascade_llm::{Provider, header_pairs, transport_error, usage_from_body};
 
@@ -54,7 +54,7 @@ fn hop_by_hop(name: &str, options: &[String]) -> bool {
 /// The client's headers minus the per-connection ones. With `identity`, also without
 /// `accept-encoding`: the cascade routes must read the upstream's answers (usage, overflow
 /// errors), so they ask for them uncompressed.
-pub fn forwarded_headers(headers: &HeaderMap, identity: bool) -> HeaderMap {
+pub(crate) fn forwarded_headers(headers: &HeaderMap, identity: bool) -> HeaderMap {
     let options = connection_options(headers);
     let mut out = HeaderMap::with_capacity(headers.len());
     for (name, value) in headers {
@@ -71,7 +71,7 @@ pub fn forwarded_headers(headers: &HeaderMap, identity: bool) -> HeaderMap {
 }
 
 /// The upstream's response headers that may be passed on to the client.
-pub fn response_headers(headers: &HeaderMap) -> HeaderMap {
+pub(crate) fn response_headers(headers: &HeaderMap) -> HeaderMap {
     let options = connection_options(headers);
     let mut out = HeaderMap::with_capacity(headers.len());
     for (name, value) in headers {
@@ -82,8 +82,64 @@ pub fn response_headers(headers: &HeaderMap) -> HeaderMap {
     out
 }
 
+/// The upstream as every route reaches it: its base address, the proxy's HTTP client (one
+/// connection pool) and the time an answer may take.
+pub(crate) struct Upstream {
+    /// The base URL, without a trailing slash.
+    pub(crate) base: String,
+    pub(crate) client: reqwest::Client,
+    pub(crate) timeout: Duration,
+}
+
+impl Upstream {
+    /// The full address of `path` (with its query) on the upstream.
+    pub(crate) fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// A cascade call of `format` to `path` with the client's forwarded `headers`;
+    /// `original` is the client's body and its conversation when those may go as they came.
+    pub(crate) fn call(
+        &self,
+        format: Format,
+        path: &str,
+        headers: HeaderMap,
+        stream: bool,
+        original: Option<(Bytes, Conversation)>,
+    ) -> UpstreamCall<'_> {
+        UpstreamCall {
+            provider: Provider::for_format(format),
+            original,
+            client: &self.client,
+            url: self.url(path),
+            headers,
+            stream,
+            timeout: self.timeout,
+        }
+    }
+
+    /// Forwards a request to `path` untouched (see [`forward`]).
+    pub(crate) async fn forward(
+        &self,
+        path: &str,
+        method: Method,
+        headers: &HeaderMap,
+        body: Body,
+    ) -> Result<Response, LlmError> {
+        forward(
+            &self.client,
+            self.url(path),
+            method,
+            headers,
+            body,
+            self.timeout,
+        )
+        .await
+    }
+}
+
 /// What a successful upstream call gave back.
-pub enum UpstreamOutput {
+pub(crate) enum UpstreamOutput {
     /// A complete (non-streaming) answer.
     Full {
         /// The upstream's status.
@@ -98,7 +154,7 @@ pub enum UpstreamOutput {
 }
 
 /// One cascade request's upstream: where to POST and with which client headers.
-pub struct UpstreamCall<'a> {
+pub(crate) struct UpstreamCall<'a> {
     /// The proxy's HTTP client (its connection pool).
     pub client: &'a reqwest::Client,
     /// The protocol of the route, for reading usage out of the answer.
@@ -194,7 +250,11 @@ impl Llm for UpstreamCall<'_> {
 }
 
 /// Rebuilds an upstream error answer exactly as it came (status, headers, body).
-pub fn passthrough_error(status: u16, headers: &[(String, String)], body: String) -> Response {
+pub(crate) fn passthrough_error(
+    status: u16,
+    headers: &[(String, String)],
+    body: String,
+) -> Response {
     let mut response = Response::new(Body::from(body));
     *response.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
     for (name, value) in headers {
@@ -212,7 +272,7 @@ pub fn passthrough_error(status: u16, headers: &[(String, String)], body: String
 }
 
 /// Forwards any other request untouched, streaming both bodies.
-pub async fn forward(
+pub(crate) async fn forward(
     client: &reqwest::Client,
     url: String,
     method: Method,

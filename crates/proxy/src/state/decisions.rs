@@ -15,7 +15,7 @@ use context_cascade::{Conversation, Format, Message};
 
 /// Where a message sent upstream came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Origin {
+pub(crate) enum Origin {
     /// The client's message at this index (of the request as the cascade saw it).
     Client(usize),
     /// Written by the cascade: the next of the stored messages.
@@ -26,7 +26,7 @@ pub enum Origin {
 /// the next unused original (in order: the cascade keeps the order of what it keeps) refers
 /// to it; `index` maps an original's position to the index the references use, `None`
 /// when that original cannot be referred to.
-pub fn origins(
+pub(crate) fn origins(
     sent: &[Message],
     originals: &[Message],
     index: impl Fn(usize) -> Option<usize>,
@@ -48,7 +48,7 @@ pub fn origins(
 
 /// Encodes the decisions for `sent` in `format`; `None` when the written messages cannot be
 /// written out.
-pub fn encode(format: Format, sent: &[Message], origins: &[Origin]) -> Option<Vec<u8>> {
+pub(crate) fn encode(format: Format, sent: &[Message], origins: &[Origin]) -> Option<Vec<u8>> {
     let line = (origins.iter())
         .map(|o| match o {
             Origin::Client(i) => i.to_string(),
@@ -75,7 +75,7 @@ pub fn encode(format: Format, sent: &[Message], origins: &[Origin]) -> Option<Ve
 /// The messages sent upstream, rebuilt from `bytes` and the request's `client` messages;
 /// `None` when a reference points past `known` (the messages verified to be the same as
 /// when the decisions were made) or the bytes do not decode.
-pub fn decode(
+pub(crate) fn decode(
     bytes: &[u8],
     format: Format,
     client: &[Message],

@@ -1,11 +1,10 @@
-//! What the proxy keeps about conversations and models: the store (SQLite or Redis), the
-//! sticky prefix and its decisions, remembered facts, tenancy, the summary cache, and
-//! following what other replicas persist.
+//! What the proxy keeps: the store (SQLite or Redis), and on it the sticky prefix and its
+//! decisions, remembered facts, the summary cache, and whose state a request may see
+//! (tenancy).
 
-pub mod decisions;
+pub(crate) mod decisions;
 pub mod memory;
-pub mod shared;
-pub mod stability;
+pub(crate) mod stability;
 pub mod store;
-pub mod summary_cache;
-pub mod tenancy;
+pub(crate) mod summary_cache;
+pub(crate) mod tenancy;

@@ -38,7 +38,7 @@ use crate::state::store::{StateStore, StoredSession};
 const MEMORY_CAPACITY: usize = 256;
 
 /// A hash of one original message.
-pub type MessageHash = [u8; 32];
+pub(crate) type MessageHash = [u8; 32];
 
 /// A conversation found on disk, not yet checked against the request.
 struct Stored {
@@ -80,30 +80,15 @@ struct Entry {
 }
 
 /// The sticky prefixes of every conversation.
-pub struct Sticky {
+pub(crate) struct Sticky {
     entries: Mutex<(HashMap<String, Entry>, u64)>,
     store: Arc<dyn StateStore>,
 }
 
 /// The hash of one message written as JSON.
-pub fn hash_value(value: &Value) -> MessageHash {
+pub(crate) fn hash_value(value: &Value) -> MessageHash {
     let bytes = serde_json::to_vec(value).unwrap_or_default();
     Sha256::digest(&bytes).into()
-}
-
-/// The hashes of a request body's messages, one per message of the parsed conversation
-/// (Anthropic's top-level `system` counts as the first message, as the parser reads it).
-pub fn message_hashes(body: &Value, format: Format) -> Vec<MessageHash> {
-    let mut out = Vec::new();
-    if format == Format::Anthropic
-        && let Some(system) = body.get("system")
-    {
-        out.push(hash_value(system));
-    }
-    if let Some(messages) = body.get("messages").and_then(Value::as_array) {
-        out.extend(messages.iter().map(hash_value));
-    }
-    out
 }
 
 /// The body's messages as the client wrote them, without building values.
@@ -115,10 +100,12 @@ struct RawBody<'a> {
     messages: Option<Vec<&'a RawValue>>,
 }
 
-/// Like [`message_hashes`], but over the bytes the client sent for each message: no
+/// The hashes of a request body's messages, one per message of the parsed conversation
+/// (Anthropic's top-level `system` counts as the first message, as the parser reads it),
+/// over the bytes the client sent for each message: no
 /// re-serialization, so it costs one scan and one SHA-256 pass over the body. `None` when
 /// the body is not an object with a `messages` array.
-pub fn raw_message_hashes(bytes: &[u8], format: Format) -> Option<Vec<MessageHash>> {
+pub(crate) fn raw_message_hashes(bytes: &[u8], format: Format) -> Option<Vec<MessageHash>> {
     let body: RawBody<'_> = serde_json::from_slice(bytes).ok()?;
     let digest = |raw: &RawValue| -> MessageHash { Sha256::digest(raw.get().as_bytes()).into() };
     let mut out = Vec::new();
@@ -133,7 +120,7 @@ pub fn raw_message_hashes(bytes: &[u8], format: Format) -> Option<Vec<MessageHas
 
 /// The hash of the parsed conversation's message `index`, read from the body (Anthropic's
 /// `system` is message 0 when present).
-pub fn hash_at(body: &Value, format: Format, index: usize) -> Option<MessageHash> {
+pub(crate) fn hash_at(body: &Value, format: Format, index: usize) -> Option<MessageHash> {
     let system = (format == Format::Anthropic)
         .then(|| body.get("system"))
         .flatten();
@@ -146,7 +133,7 @@ pub fn hash_at(body: &Value, format: Format, index: usize) -> Option<MessageHash
 
 /// A change the memory injection made to a request's messages, already hashed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Edit {
+pub(crate) struct Edit {
     /// The index in the parsed conversation's messages.
     pub index: usize,
     /// A new message was inserted there (otherwise the message there changed).
@@ -157,7 +144,7 @@ pub struct Edit {
 
 /// The message hashes of a request, computed on first use: a conversation the cascade never
 /// changed has nothing to stitch or record, and skips hashing its body.
-pub struct LazyHashes<'a> {
+pub(crate) struct LazyHashes<'a> {
     bytes: &'a [u8],
     format: Format,
     edit: Option<Edit>,
@@ -167,7 +154,7 @@ pub struct LazyHashes<'a> {
 
 impl<'a> LazyHashes<'a> {
     /// Hashes of the messages in `bytes`, with `edit` applied.
-    pub fn new(bytes: &'a [u8], format: Format, edit: Option<Edit>) -> Self {
+    pub(crate) fn new(bytes: &'a [u8], format: Format, edit: Option<Edit>) -> Self {
         LazyHashes {
             bytes,
             format,
@@ -179,7 +166,7 @@ impl<'a> LazyHashes<'a> {
 
     /// No hashes: the request cannot be matched (its messages were changed in a way the
     /// hashes cannot follow).
-    pub fn unavailable(bytes: &'a [u8], format: Format) -> Self {
+    pub(crate) fn unavailable(bytes: &'a [u8], format: Format) -> Self {
         LazyHashes {
             usable: false,
             ..LazyHashes::new(bytes, format, None)
@@ -187,12 +174,12 @@ impl<'a> LazyHashes<'a> {
     }
 
     /// The memory injection applied on top of the client's messages.
-    pub fn edit(&self) -> Option<Edit> {
+    pub(crate) fn edit(&self) -> Option<Edit> {
         self.edit
     }
 
     /// The hashes, computed now if they were not yet.
-    pub fn get(&mut self) -> Option<&[MessageHash]> {
+    pub(crate) fn get(&mut self) -> Option<&[MessageHash]> {
         if self.computed.is_none() {
             self.computed = Some(self.compute());
         }
@@ -220,7 +207,7 @@ impl<'a> LazyHashes<'a> {
 
 impl Sticky {
     /// Sticky prefixes backed by `store`.
-    pub fn new(store: Arc<dyn StateStore>) -> Self {
+    pub(crate) fn new(store: Arc<dyn StateStore>) -> Self {
         Sticky {
             entries: Mutex::new((HashMap::new(), 0)),
             store,
@@ -278,7 +265,7 @@ impl Sticky {
 
     /// Replaces the known prefix of `conversation` (whose messages hash to `hashes`) with
     /// what was sent for it last time. Returns how many original messages were replaced.
-    pub async fn stitch(
+    pub(crate) async fn stitch(
         &self,
         key: &str,
         hashes: &mut LazyHashes<'_>,
@@ -332,7 +319,7 @@ impl Sticky {
     /// differs from the originals (a strategy applied now, or an earlier prefix was reused);
     /// when it does not, the conversation is forgotten: there is nothing to re-apply.
     /// `request` is the client's body, which the stored decisions refer to.
-    pub async fn record(
+    pub(crate) async fn record(
         &self,
         key: &str,
         hashes: &mut LazyHashes<'_>,

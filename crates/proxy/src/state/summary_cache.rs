@@ -37,7 +37,7 @@ const STAND_IN_LOOKUP_TOKENS: u64 = 4_000_000;
 
 /// Caches another summarizer's answers in the state store (SQLite, or Redis shared by
 /// replicas: a summary one replica paid for is one the others reuse).
-pub struct CachingSummarizer {
+pub(crate) struct CachingSummarizer {
     inner: Arc<dyn Summarizer>,
     store: Arc<dyn StateStore>,
     metrics: Arc<Metrics>,
@@ -46,7 +46,7 @@ pub struct CachingSummarizer {
 
 impl CachingSummarizer {
     /// Wraps `inner`; hits and misses are counted in `metrics`.
-    pub fn new(
+    pub(crate) fn new(
         inner: Arc<dyn Summarizer>,
         store: Arc<dyn StateStore>,
         metrics: Arc<Metrics>,
@@ -61,7 +61,7 @@ impl CachingSummarizer {
 
     /// Lets the summary of a request's first messages stand in for it when the messages
     /// left out are at most `gap_share` of it (`CascadeConfig::prepared_summary_gap`).
-    pub fn with_gap_share(mut self, gap_share: f64) -> Self {
+    pub(crate) fn with_gap_share(mut self, gap_share: f64) -> Self {
         self.gap_share = gap_share;
         self
     }

@@ -21,7 +21,7 @@ const CREDENTIAL_HEADERS: &[&str] = &["authorization", "x-api-key"];
 const BLOCK: usize = 64;
 
 /// The per-installation secret and the keys derived from it.
-pub struct Tenancy {
+pub(crate) struct Tenancy {
     secret: [u8; 32],
 }
 
@@ -41,7 +41,7 @@ pub fn secret_path(db: &Path) -> PathBuf {
 impl Tenancy {
     /// The secret beside the database at `db` (created 0600 the first time); an in-memory
     /// database gets a secret that lives as long as the process.
-    pub fn open(db: &Path) -> Result<Tenancy, ProxyError> {
+    pub(crate) fn open(db: &Path) -> Result<Tenancy, ProxyError> {
         if db == Path::new(IN_MEMORY_DB) {
             return Ok(Tenancy {
                 secret: random_bytes()?,
@@ -66,7 +66,7 @@ impl Tenancy {
 
     /// The tenant of a request: the keyed hash of its credential headers (a request
     /// without any is the anonymous tenant, which is still one tenant).
-    pub fn tenant(&self, headers: &HeaderMap) -> String {
+    pub(crate) fn tenant(&self, headers: &HeaderMap) -> String {
         let mut message = Vec::new();
         for name in CREDENTIAL_HEADERS {
             message.extend_from_slice(name.as_bytes());
@@ -80,7 +80,7 @@ impl Tenancy {
     }
 
     /// The store key of `conversation` for `tenant`.
-    pub fn scoped(tenant: &str, conversation: &str) -> String {
+    pub(crate) fn scoped(tenant: &str, conversation: &str) -> String {
         let mut hasher = Sha256::new();
         hasher.update(tenant.as_bytes());
         hasher.update([0]);
@@ -96,7 +96,7 @@ tokio::task_local! {
 }
 
 /// The tenant of the current request, or "" outside one.
-pub fn current_tenant() -> String {
+pub(crate) fn current_tenant() -> String {
     TENANT.try_with(Clone::clone).unwrap_or_default()
 }
 

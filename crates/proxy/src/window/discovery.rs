@@ -29,7 +29,7 @@ const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Where a window came from, for logs and metrics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WindowSource {
+pub(crate) enum WindowSource {
     /// `--window` (or `window` in the file) forces every model's window.
     Flag,
     /// The file's `[windows]` table names this model.
@@ -46,7 +46,7 @@ pub enum WindowSource {
 
 impl WindowSource {
     /// The label used in metrics.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             WindowSource::Flag => "flag",
             WindowSource::Config => "config",
@@ -60,7 +60,7 @@ impl WindowSource {
 
 /// Resolves windows: `--window` > config per model > upstream > catalog > default.
 #[derive(Debug)]
-pub struct Windows {
+pub(crate) struct Windows {
     forced: Option<u64>,
     configured: BTreeMap<String, u64>,
     discover: bool,
@@ -74,7 +74,7 @@ pub struct Windows {
 
 /// A limit an overflow error stated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Learned {
+pub(crate) struct Learned {
     /// The limit, in the provider's tokens.
     pub limit: u64,
     /// Whether the error counted the output reserve in it (`... in the completion`,
@@ -84,7 +84,7 @@ pub struct Learned {
 
 impl Learned {
     /// What an overflow error body says about the limit: `None` when it quotes none.
-    pub fn from_error(body: &str) -> Option<Learned> {
+    pub(crate) fn from_error(body: &str) -> Option<Learned> {
         let limit = context_cascade::classify(Some(400), body)?.limit_tokens?;
         let lower = body.to_ascii_lowercase();
         let counts_reserve = [
@@ -104,7 +104,7 @@ impl Learned {
 
 impl Windows {
     /// The precedence of `config`'s `window`, `windows`, `discover` and `catalog`.
-    pub fn new(config: &ProxyConfig) -> Self {
+    pub(crate) fn new(config: &ProxyConfig) -> Self {
         Windows {
             forced: config.window,
             configured: config.windows.clone(),
@@ -118,7 +118,7 @@ impl Windows {
 
     /// Keeps the limit an overflow error stated for `model`; returns whether it is news
     /// (a smaller limit than the one already learned, or the first).
-    pub fn learn(&self, model: &str, learned: Learned) -> bool {
+    pub(crate) fn learn(&self, model: &str, learned: Learned) -> bool {
         let mut map = self.learned.lock().unwrap_or_else(|p| p.into_inner());
         match map.get(model) {
             Some(known) if known.limit <= learned.limit => false,
@@ -136,21 +136,27 @@ impl Windows {
     }
 
     /// The limit learned for `model`, if any.
-    pub fn learned(&self, model: &str) -> Option<Learned> {
+    pub(crate) fn learned(&self, model: &str) -> Option<Learned> {
         let map = self.learned.lock().unwrap_or_else(|p| p.into_inner());
         map.get(model).copied()
     }
 
     /// The budget for a window resolved by [`Windows::resolve`] and a request's output
     /// reserve: the reserve leaves the budget only for a learned limit on the prompt alone.
-    pub fn budget(&self, model: &str, window: u64, source: WindowSource, reserve: u64) -> Budget {
+    pub(crate) fn budget(
+        &self,
+        model: &str,
+        window: u64,
+        source: WindowSource,
+        reserve: u64,
+    ) -> Budget {
         let prompt_only = source == WindowSource::Learned
             && self.learned(model).is_some_and(|l| !l.counts_reserve);
         Budget::new(window, if prompt_only { 0 } else { reserve })
     }
 
     /// The learned limits in the Prometheus text format (appended to `/metrics`).
-    pub fn render_learned(&self) -> String {
+    pub(crate) fn render_learned(&self) -> String {
         let map = self.learned.lock().unwrap_or_else(|p| p.into_inner());
         let mut out = String::from(
             "# HELP cascade_learned_window_tokens Context window stated by an overflow error, per model.\n\
@@ -171,7 +177,7 @@ impl Windows {
 
     /// The window for `model`. `upstream` is the upstream's base URL; `headers` are the
     /// client's (already filtered), so that an upstream behind a key can answer the probes.
-    pub async fn resolve(
+    pub(crate) async fn resolve(
         &self,
         client: &reqwest::Client,
         upstream: &str,
@@ -229,7 +235,7 @@ impl Windows {
 
     /// Whether `model`'s request should be counted by the llama.cpp server that reported
     /// its window: true once per model (its first request), false for every other model.
-    pub fn count_first_with_llama_cpp(&self, model: &str) -> bool {
+    pub(crate) fn count_first_with_llama_cpp(&self, model: &str) -> bool {
         let mut llama = self.llama_cpp.lock().unwrap_or_else(|p| p.into_inner());
         match llama.get_mut(model) {
             Some(counted) if !*counted => {
@@ -305,14 +311,14 @@ fn positive(value: Option<&Value>) -> Option<u64> {
 }
 
 /// llama.cpp `/props`: `default_generation_settings.n_ctx`, or `n_ctx` at the top.
-pub fn llama_cpp_window(props: &Value) -> Option<u64> {
+pub(crate) fn llama_cpp_window(props: &Value) -> Option<u64> {
     positive(props.pointer("/default_generation_settings/n_ctx"))
         .or_else(|| positive(props.get("n_ctx")))
 }
 
 /// vLLM `/v1/models`: the `max_model_len` of the entry whose id is `model` (or the only
 /// entry, when there is just one).
-pub fn vllm_window(models: &Value, model: &str) -> Option<u64> {
+pub(crate) fn vllm_window(models: &Value, model: &str) -> Option<u64> {
     let data = models.get("data")?.as_array()?;
     let entry = data
         .iter()
@@ -322,7 +328,7 @@ pub fn vllm_window(models: &Value, model: &str) -> Option<u64> {
 }
 
 /// Ollama `/api/show`: `model_info.<architecture>.context_length`.
-pub fn ollama_window(show: &Value) -> Option<u64> {
+pub(crate) fn ollama_window(show: &Value) -> Option<u64> {
     let info = show.get("model_info")?.as_object()?;
     info.iter()
         .find(|(k, _)| k.ends_with(".context_length"))

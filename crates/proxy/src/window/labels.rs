@@ -14,10 +14,10 @@ use context_cascade::catalog::{Catalog, MatchKind};
 use crate::window::discovery::WindowSource;
 
 /// The most model names that become labels.
-pub const MAX_MODEL_LABELS: usize = 64;
+pub(crate) const MAX_MODEL_LABELS: usize = 64;
 
 /// The admitted model names.
-pub struct ModelLabels {
+pub(crate) struct ModelLabels {
     catalog: Catalog,
     known: Mutex<HashSet<String>>,
 }
@@ -25,7 +25,7 @@ pub struct ModelLabels {
 impl ModelLabels {
     /// Admits names the `catalog` knows, plus `restored` (rows persisted by an earlier run,
     /// which were admitted then).
-    pub fn new(catalog: Catalog, restored: impl IntoIterator<Item = String>) -> Self {
+    pub(crate) fn new(catalog: Catalog, restored: impl IntoIterator<Item = String>) -> Self {
         let known = restored.into_iter().take(MAX_MODEL_LABELS).collect();
         ModelLabels {
             catalog,
@@ -35,7 +35,7 @@ impl ModelLabels {
 
     /// Admits `model` when the window's `source` or the catalog vouches for it (and the set
     /// has room); returns whether it is admitted.
-    pub fn admit(&self, model: &str, source: WindowSource) -> bool {
+    pub(crate) fn admit(&self, model: &str, source: WindowSource) -> bool {
         if model.is_empty() {
             return false;
         }
@@ -57,7 +57,7 @@ impl ModelLabels {
     }
 
     /// Whether `model` was admitted.
-    pub fn is_known(&self, model: &str) -> bool {
+    pub(crate) fn is_known(&self, model: &str) -> bool {
         (self.known.lock().unwrap_or_else(|p| p.into_inner())).contains(model)
     }
 }

@@ -17,7 +17,7 @@ use xxhash_rust::xxh3::Xxh3;
 
 /// The hashes of a request's parts: its envelope first, then one per message.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RequestDigest {
+pub(crate) struct RequestDigest {
     parts: Vec<u64>,
 }
 
@@ -30,13 +30,13 @@ pub(crate) struct PrefixDigest {
 
 impl RequestDigest {
     /// The digest of a conversation as it went upstream.
-    pub fn of(sent: &Conversation) -> Self {
+    pub(crate) fn of(sent: &Conversation) -> Self {
         let envelope = envelope_hash(sent.format, &sent.envelope);
         Self::from_parts(envelope, sent.messages.iter().map(message_hash))
     }
 
     /// A digest from hashes computed separately ([`envelope_hash`], [`message_hash`]).
-    pub fn from_parts(envelope: u64, messages: impl IntoIterator<Item = u64>) -> Self {
+    pub(crate) fn from_parts(envelope: u64, messages: impl IntoIterator<Item = u64>) -> Self {
         let mut parts = vec![envelope];
         parts.extend(messages);
         RequestDigest { parts }
@@ -62,7 +62,7 @@ impl RequestDigest {
 }
 
 /// The hash of a request's format and envelope (everything but its messages).
-pub fn envelope_hash(format: Format, envelope: &Map<String, Value>) -> u64 {
+pub(crate) fn envelope_hash(format: Format, envelope: &Map<String, Value>) -> u64 {
     let mut hasher = Xxh3::new();
     // The envelope's JSON text is what goes on the wire, so equal text is an equal part.
     hash_str(&mut hasher, format.as_str());
@@ -72,7 +72,7 @@ pub fn envelope_hash(format: Format, envelope: &Map<String, Value>) -> u64 {
 
 /// The hash of one message: everything `Message`'s equality compares (not its cached
 /// counts), except a tool result's resolved tool name.
-pub fn message_hash(message: &Message) -> u64 {
+pub(crate) fn message_hash(message: &Message) -> u64 {
     let mut hasher = Xxh3::new();
     let _ = write!(
         HashWriter(&mut hasher),

@@ -10,67 +10,24 @@
 //!
 //! The timelines are in memory, per replica: a restart or another replica starts empty.
 
-pub mod digest;
-pub mod page;
-pub mod record;
-pub mod svg;
+pub(crate) mod digest;
+pub(crate) mod page;
+pub(crate) mod record;
+pub(crate) mod svg;
 
-use std::fmt::Write as _;
-use std::net::SocketAddr;
-use std::sync::Arc;
-
-use axum::extract::{ConnectInfo, Request, State};
+use axum::extract::{ConnectInfo, Request};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use sha2::{Digest, Sha256};
+use std::fmt::Write as _;
+use std::net::SocketAddr;
 
-use crate::error::ProxyError;
-use crate::route::AppState;
-pub use record::{Bounds, Recorder};
-
-/// The token that opens the status page to other hosts. Its `Debug` does not show it (the
-/// configuration is printed in places).
-#[derive(Clone, PartialEq, Eq, serde::Deserialize)]
-#[serde(try_from = "String")]
-pub struct AdminToken(String);
-
-impl AdminToken {
-    /// A token; empty or blank ones are refused (they would open the page to anyone).
-    pub fn new(token: impl Into<String>) -> Result<Self, ProxyError> {
-        let token = token.into();
-        if token.trim().is_empty() {
-            return Err(ProxyError::Config("admin_token must not be empty".into()));
-        }
-        Ok(AdminToken(token))
-    }
-
-    /// Whether `given` is the token, in time independent of where they differ.
-    fn matches(&self, given: &str) -> bool {
-        let (a, b) = (Sha256::digest(self.0.as_bytes()), Sha256::digest(given));
-        let diff = a
-            .iter()
-            .zip(b.iter())
-            .fold(0u8, |acc, (x, y)| acc | (x ^ y));
-        diff == 0
-    }
-}
-
-impl TryFrom<String> for AdminToken {
-    type Error = ProxyError;
-
-    fn try_from(token: String) -> Result<Self, Self::Error> {
-        AdminToken::new(token)
-    }
-}
-
-impl std::fmt::Debug for AdminToken {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("AdminToken(..)")
-    }
-}
+pub(crate) use crate::config::AdminToken;
+use crate::ops::metrics::Snapshot;
+use context_cascade::Scale;
+pub(crate) use record::{Bounds, Recorder};
 
 /// The page's state: the recorder and who may read it.
-pub struct Status {
+pub(crate) struct Status {
     /// The conversations' timelines.
     pub recorder: Recorder,
     token: Option<AdminToken>,
@@ -78,7 +35,7 @@ pub struct Status {
 
 impl Status {
     /// A status page with the default bounds, guarded by `token` (else loopback only).
-    pub fn new(token: Option<AdminToken>) -> Self {
+    pub(crate) fn new(token: Option<AdminToken>) -> Self {
         Status {
             recorder: Recorder::new(Bounds::default()),
             token,
@@ -86,38 +43,46 @@ impl Status {
     }
 }
 
-/// `GET /`.
-pub(crate) async fn status_page(State(state): State<Arc<AppState>>, request: Request) -> Response {
-    let peer = (request.extensions())
-        .get::<ConnectInfo<SocketAddr>>()
-        .map(|c| c.0);
-    let query = request.uri().query().unwrap_or("");
-    let link_query = match authorize(state.status.token.as_ref(), peer, request.headers(), query) {
-        Ok(link_query) => link_query,
-        Err(refusal) => return refusal.response(),
-    };
-    let selected = query_value(query, "c")
-        .filter(|id| !id.is_empty() && id.len() <= 64 && id.bytes().all(|b| b.is_ascii_hexdigit()));
-    let (timelines, totals) = state.status.recorder.snapshot();
-    let metrics = state.metrics.snapshot();
-    let calibration = (state.manager().calibration().models())
-        .filter(|(model, _)| state.labels.is_known(model))
-        .map(|(model, scale)| (model.to_owned(), scale))
-        .collect();
-    let view = page::View {
-        timelines: &timelines,
-        totals,
-        bounds: state.status.recorder.bounds(),
-        summary_hits: metrics.summary_hits,
-        summary_misses: metrics.summary_misses,
-        calibration,
-        selected: selected.as_deref(),
-        link_query,
-        now: std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs()),
-    };
-    let mut response = page::render(&view).into_response();
+impl Status {
+    /// `GET /`: the page for `request`, showing the summary cache's counters from `metrics`
+    /// and `calibration` (the admitted model names' scales, gathered by the route).
+    pub(crate) fn page(
+        &self,
+        request: &Request,
+        metrics: &Snapshot,
+        calibration: Vec<(String, Scale)>,
+    ) -> Response {
+        let peer = (request.extensions())
+            .get::<ConnectInfo<SocketAddr>>()
+            .map(|c| c.0);
+        let query = request.uri().query().unwrap_or("");
+        let link_query = match authorize(self.token.as_ref(), peer, request.headers(), query) {
+            Ok(link_query) => link_query,
+            Err(refusal) => return refusal.response(),
+        };
+        let selected = query_value(query, "c").filter(|id| {
+            !id.is_empty() && id.len() <= 64 && id.bytes().all(|b| b.is_ascii_hexdigit())
+        });
+        let (timelines, totals) = self.recorder.snapshot();
+        let view = page::View {
+            timelines: &timelines,
+            totals,
+            bounds: self.recorder.bounds(),
+            summary_hits: metrics.summary_hits,
+            summary_misses: metrics.summary_misses,
+            calibration,
+            selected: selected.as_deref(),
+            link_query,
+            now: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs()),
+        };
+        with_page_headers(page::render(&view).into_response())
+    }
+}
+
+/// The page's answer with the headers that keep it private and inert.
+fn with_page_headers(mut response: Response) -> Response {
     let headers = response.headers_mut();
     for (name, value) in [
         (header::CONTENT_TYPE, "text/html; charset=utf-8"),

@@ -12,14 +12,14 @@ use super::record::{Bounds, CallRecord, StepRecord, Timeline, Totals};
 use super::svg;
 
 /// Conversations shown in detail when none is asked for (the others are listed).
-pub const DETAILED: usize = 5;
+pub(crate) const DETAILED: usize = 5;
 /// Compactions listed per conversation (the latest ones).
 const COMPACTIONS_LISTED: usize = 12;
 /// Seconds between two automatic reloads of the page.
 const REFRESH_SECS: u32 = 30;
 
 /// Everything the page shows.
-pub struct View<'a> {
+pub(crate) struct View<'a> {
     /// The conversations, most recently seen first.
     pub timelines: &'a [Timeline],
     /// Totals over every request recorded.
@@ -41,7 +41,7 @@ pub struct View<'a> {
 }
 
 /// Escapes text for HTML content and double-quoted attributes.
-pub fn escape(text: &str) -> String {
+pub(crate) fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {
@@ -65,7 +65,7 @@ th{background:#f2f2f2}td.l,th.l{text-align:left}.note{color:#666;font-size:12px}
 .chart .fired{fill:#8250df}.key span{margin-right:12px}";
 
 /// The whole page.
-pub fn render(view: &View<'_>) -> String {
+pub(crate) fn render(view: &View<'_>) -> String {
     let mut out = String::with_capacity(8 * 1024);
     let _ = write!(
         out,

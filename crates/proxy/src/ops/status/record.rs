@@ -18,19 +18,21 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use context_cascade::TrailStats;
 use context_cascade::replay::PrefixStability;
-use context_cascade::{CallError, Called, Conversation, Report, Step, Strategy};
+#[cfg(test)]
+use context_cascade::{CallError, Called, Conversation};
+use context_cascade::{Report, Step, Strategy};
 use sha2::{Digest, Sha256};
 
 use super::digest::{PrefixDigest, RequestDigest};
 
 /// Steps kept per request (the cascade runs a handful; a longer list is cut).
-pub const MAX_STEPS: usize = 16;
+pub(crate) const MAX_STEPS: usize = 16;
 /// Hex characters of the conversation id shown (48 bits: distinct among 50 conversations).
 const ID_CHARS: usize = 12;
 
 /// How much the recorder keeps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Bounds {
+pub(crate) struct Bounds {
     /// Conversations kept; beyond it the least recently seen one is dropped.
     pub conversations: usize,
     /// Requests kept per conversation (the latest ones).
@@ -49,7 +51,7 @@ impl Default for Bounds {
 
 /// How a request on a cascade route ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     /// The upstream answered.
     Answered,
     /// The conversation still overflowed after every recovery step.
@@ -60,7 +62,7 @@ pub enum Outcome {
 
 impl Outcome {
     /// The outcome's name on the page.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Outcome::Answered => "answered",
             Outcome::Exhausted => "exhausted",
@@ -71,7 +73,7 @@ impl Outcome {
 
 /// One strategy applied, as counts.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct StepRecord {
+pub(crate) struct StepRecord {
     /// The strategy.
     pub strategy: Strategy,
     /// The recovery attempt that ran it (`None`: before the call, Layer 1).
@@ -106,16 +108,11 @@ impl StepRecord {
             inside_current_turn: step.inside_current_turn,
         }
     }
-
-    /// Tokens the step freed.
-    pub fn tokens_freed(&self) -> u64 {
-        self.tokens_before.saturating_sub(self.tokens_after)
-    }
 }
 
 /// One request of a conversation.
 #[derive(Debug, Clone, PartialEq)]
-pub struct CallRecord {
+pub(crate) struct CallRecord {
     /// 1-based number of the request in its conversation (as seen by this replica).
     pub number: u64,
     /// When it was recorded, seconds since the Unix epoch.
@@ -148,7 +145,7 @@ pub struct CallRecord {
 
 /// One conversation's timeline.
 #[derive(Debug, Clone)]
-pub struct Timeline {
+pub(crate) struct Timeline {
     /// A short hash of the conversation's tenancy key.
     pub id: String,
     /// The model of its latest request, when it is an admitted label.
@@ -169,19 +166,19 @@ pub struct Timeline {
 
 impl Timeline {
     /// When the latest request was recorded.
-    pub fn last_seen(&self) -> u64 {
+    pub(crate) fn last_seen(&self) -> u64 {
         self.calls.back().map_or(self.first_seen, |c| c.at)
     }
 
     /// Requests kept that ran at least one strategy.
-    pub fn compactions(&self) -> usize {
+    pub(crate) fn compactions(&self) -> usize {
         self.calls.iter().filter(|c| !c.steps.is_empty()).count()
     }
 }
 
 /// What every conversation shares: totals over all requests, kept or not.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Totals {
+pub(crate) struct Totals {
     /// Requests recorded.
     pub requests: u64,
     /// Requests that ran at least one strategy.
@@ -200,14 +197,14 @@ struct Inner {
 }
 
 /// The bounded, in-memory timelines of the conversations this replica served.
-pub struct Recorder {
+pub(crate) struct Recorder {
     bounds: Bounds,
     inner: Mutex<Inner>,
 }
 
 impl Recorder {
     /// An empty recorder keeping at most `bounds`.
-    pub fn new(bounds: Bounds) -> Self {
+    pub(crate) fn new(bounds: Bounds) -> Self {
         Recorder {
             bounds,
             inner: Mutex::new(Inner::default()),
@@ -215,14 +212,15 @@ impl Recorder {
     }
 
     /// The bounds it keeps.
-    pub fn bounds(&self) -> Bounds {
+    pub(crate) fn bounds(&self) -> Bounds {
         self.bounds
     }
 
     /// Records one request of the conversation `key` (its tenancy key): how the engine's
     /// call ended (`result`) and `sent`, the conversation as it last went upstream. `model`
     /// is the request's model when it is an admitted label (else not shown).
-    pub fn record<T>(
+    #[cfg(test)]
+    pub(crate) fn record<T>(
         &self,
         key: &str,
         model: Option<&str>,
@@ -239,7 +237,7 @@ impl Recorder {
 
     /// Records one request from its report and the digest of what went upstream (the fast
     /// path's way: it has no parsed conversation, only the hashes of its parts).
-    pub fn record_report(
+    pub(crate) fn record_report(
         &self,
         key: &str,
         model: Option<&str>,
@@ -301,7 +299,7 @@ impl Recorder {
     }
 
     /// The timelines, most recently seen first, and the totals.
-    pub fn snapshot(&self) -> (Vec<Timeline>, Totals) {
+    pub(crate) fn snapshot(&self) -> (Vec<Timeline>, Totals) {
         let inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         let mut timelines: Vec<Timeline> = inner.conversations.values().cloned().collect();
         timelines.sort_by_key(|t| std::cmp::Reverse(t.used));
@@ -359,7 +357,7 @@ fn call_record(
 
 /// The id shown for a tenancy key: the start of its SHA-256 (the key is already a keyed
 /// hash; hashing again keeps the store key itself off the page).
-pub fn short_id(key: &str) -> String {
+pub(crate) fn short_id(key: &str) -> String {
     let digest = Sha256::digest(key.as_bytes());
     let mut id = hex::encode(digest);
     id.truncate(ID_CHARS);

@@ -18,7 +18,7 @@ const TOP: f64 = 6.0;
 const RIGHT: f64 = 6.0;
 
 /// The chart of `calls` (oldest first) as an `<svg>` element.
-pub fn chart(calls: &[CallRecord]) -> String {
+pub(crate) fn chart(calls: &[CallRecord]) -> String {
     let mut out = String::new();
     let _ = write!(
         out,
@@ -115,7 +115,7 @@ fn axes(out: &mut String, scale: &Scale, calls: &[CallRecord]) {
 }
 
 /// `12.3k`, `1.2M`: the y labels.
-pub fn short(tokens: u64) -> String {
+pub(crate) fn short(tokens: u64) -> String {
     match tokens {
         0..1_000 => tokens.to_string(),
         1_000..1_000_000 => format!("{:.1}k", tokens as f64 / 1e3),

@@ -62,23 +62,7 @@ pub struct StoredSession {
     pub decisions: Vec<u8>,
 }
 
-/// Why a store operation failed.
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    /// SQLite failed.
-    #[error("SQLite: {0}")]
-    Sqlite(#[from] rusqlite::Error),
-    /// Redis answered with an error, or the connection failed.
-    #[error("Redis: {0}")]
-    Redis(#[from] ::redis::RedisError),
-    /// Redis did not answer in time (or was recently unreachable: see
-    /// [`redis::RedisStore`]'s back-off).
-    #[error("Redis unavailable: {0}")]
-    Unavailable(String),
-    /// A stored value did not read back (written by something else, or truncated).
-    #[error("malformed stored value: {0}")]
-    Malformed(String),
-}
+pub use crate::error::StoreError;
 
 /// What a store operation returns.
 pub type StoreResult<T> = Result<T, StoreError>;
@@ -150,7 +134,7 @@ pub trait StateStore: Send + Sync {
 }
 
 /// A store as opened, with the model-level state read at startup (SQLite reads it at once;
-/// a shared store is followed in the background, see [`crate::state::shared`]).
+/// a shared store is followed in the background, see [`crate::window::shared`]).
 pub struct Opened {
     /// The store.
     pub store: Arc<dyn StateStore>,
@@ -186,11 +170,7 @@ pub fn open(config: &ProxyConfig) -> Result<Opened, ProxyError> {
     }
 }
 
-/// Whether `text` names a Redis state store (`redis://`, or `rediss://` which the build
-/// does not support and [`RedisStore::connect`] rejects with a reason).
-pub fn is_redis_url(text: &str) -> bool {
-    text.starts_with("redis://") || text.starts_with("rediss://")
-}
+pub use crate::config::is_redis_url;
 
 pub(crate) fn clamp_i64(value: u64) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)

@@ -10,64 +10,70 @@
 //! [`FOLLOW_EVERY`]; both are also read at startup (here, in the background: an unreachable
 //! Redis must not delay it).
 
-use std::sync::Weak;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use crate::route::AppState;
-use crate::window::discovery::Learned;
+use context_cascade::ContextManager;
+
+use crate::state::store::StateStore;
+use crate::window::discovery::{Learned, Windows};
 
 /// How often a replica reads the shared calibration and learned windows.
-pub const FOLLOW_EVERY: Duration = Duration::from_secs(2);
+pub(crate) const FOLLOW_EVERY: Duration = Duration::from_secs(2);
 
 /// Reads the shared model-level state now and every [`FOLLOW_EVERY`], for as long as the
-/// proxy's state lives.
-pub(crate) async fn follow(state: Weak<AppState>) {
+/// proxy's windows and engine live.
+pub(crate) async fn follow(
+    store: Arc<dyn StateStore>,
+    windows: Weak<Windows>,
+    manager: Weak<ContextManager>,
+) {
     loop {
-        let Some(strong) = state.upgrade() else {
+        let (Some(windows), Some(manager)) = (windows.upgrade(), manager.upgrade()) else {
             return;
         };
-        refresh(&strong).await;
-        drop(strong);
+        refresh(store.as_ref(), &windows, &manager).await;
+        drop((windows, manager));
         tokio::time::sleep(FOLLOW_EVERY).await;
     }
 }
 
 /// Before a call through a shared store: adopts the scales other replicas persisted.
-pub(crate) async fn before_call(state: &AppState) {
-    if state.store.shared() {
-        adopt_calibration(state).await;
+pub(crate) async fn before_call(store: &dyn StateStore, manager: &ContextManager) {
+    if store.shared() {
+        adopt_calibration(store, manager).await;
     }
 }
 
 /// Merges the store's calibration and learned windows into this replica's: a learned window
-/// is kept when it is smaller, as when learned here ([`crate::window::discovery::Windows::learn`]).
-pub async fn refresh(state: &AppState) {
-    match state.store.learned_windows().await {
-        Ok(windows) => {
-            for (model, limit, counts_reserve) in windows {
+/// is kept when it is smaller, as when learned here (`Windows::learn`).
+pub(crate) async fn refresh(store: &dyn StateStore, windows: &Windows, manager: &ContextManager) {
+    match store.learned_windows().await {
+        Ok(learned) => {
+            for (model, limit, counts_reserve) in learned {
                 let learned = Learned {
                     limit,
                     counts_reserve,
                 };
-                state.windows.learn(&model, learned);
+                windows.learn(&model, learned);
             }
         }
         Err(e) => tracing::debug!(error = %e, "shared learned windows unavailable"),
     }
-    adopt_calibration(state).await;
+    adopt_calibration(store, manager).await;
 }
 
 /// Adopts each stored scale that rests on more observations than the one held here (another
 /// replica has seen more answers).
-async fn adopt_calibration(state: &AppState) {
-    let scales = match state.store.calibration().await {
+async fn adopt_calibration(store: &dyn StateStore, manager: &ContextManager) {
+    let scales = match store.calibration().await {
         Ok(scales) => scales,
         Err(e) => {
             tracing::debug!(error = %e, "shared calibration unavailable");
             return;
         }
     };
-    let mut calibration = state.manager().calibration();
+    let mut calibration = manager.calibration();
     let mut adopted = false;
     for (model, scale) in scales {
         if calibration
@@ -81,6 +87,6 @@ async fn adopt_calibration(state: &AppState) {
     // An observation made here between the snapshot and the restore is lost; the next
     // answer observes again (the scale is a moving average, not a tally).
     if adopted {
-        state.manager().restore_calibration(calibration);
+        manager.restore_calibration(calibration);
     }
 }
