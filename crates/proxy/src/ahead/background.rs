@@ -35,7 +35,7 @@ use context_cascade::summarizer::{Summarizer, SummaryError};
 use context_cascade::{Budget, ContextManager, Conversation, Format};
 use tokio::sync::Semaphore;
 
-use crate::state::tenancy::TENANT;
+use crate::state::TENANT;
 
 /// What a job prepares from: the request as sent, its budget and its tenant.
 #[derive(Clone)]

@@ -27,10 +27,7 @@ use crate::route::pipeline::Stages;
 use crate::route::preparation::Preparation;
 use crate::route::responses::ResponsesCounters;
 use crate::route::upstream::Upstream;
-use crate::state::stability::Sticky;
-use crate::state::store::{self, StateStore};
-use crate::state::summary_cache::CachingSummarizer;
-use crate::state::tenancy::Tenancy;
+use crate::state::{CachingSummarizer, StateStore, Sticky, Tenancy, open_store};
 use crate::window::calibration::Calibrator;
 use crate::window::discovery::{Learned, Windows};
 use crate::window::labels::ModelLabels;
@@ -221,7 +218,7 @@ impl AppState {
 
 /// The store, opened, and what is restored from it before the engine is built.
 fn foundation(config: &ProxyConfig) -> Result<Foundation, ProxyError> {
-    let opened = store::open(config)?;
+    let opened = open_store(config)?;
     let tenancy = Tenancy::open(&config.db_path)?;
     let windows = Windows::new(config);
     // Limits learned from overflow errors before a restart still hold.

@@ -13,8 +13,7 @@ use crate::route::outcome::{Cascaded, Outcome, Sent};
 use crate::route::preparation::Prepared;
 use crate::route::responses::Watched;
 use crate::route::upstream::Upstream;
-use crate::state::store::StateStore;
-use crate::state::tenancy::TENANT;
+use crate::state::{StateStore, TENANT};
 use crate::window::shared;
 
 /// What the call needs.

@@ -354,7 +354,7 @@ where
         return None;
     }
     let key = conversation_key(format, headers, &scan, &facts)?;
-    let key = crate::state::tenancy::Tenancy::scoped(tenant, &key);
+    let key = crate::state::Tenancy::scoped(tenant, &key);
     if !fast.is_clean(&key) {
         fast.remember_declined(prefix, &key);
         let conversation = crate::ops::status::record::short_id(&key);

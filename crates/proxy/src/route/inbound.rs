@@ -9,7 +9,7 @@ use bytes::Bytes;
 use context_cascade::Format;
 
 use crate::route::body::{BodyLimits, read_request_body};
-use crate::state::tenancy::Tenancy;
+use crate::state::Tenancy;
 
 /// A request on a cascade route, read.
 pub(crate) struct Inbound {

@@ -10,7 +10,7 @@ use context_cascade::{BoxFuture, Budget, Conversation, Format, Report};
 
 use crate::ops::metrics::CallOutcome;
 use crate::ops::status::digest::RequestDigest;
-use crate::state::stability::LazyHashes;
+use crate::state::LazyHashes;
 use crate::window::discovery::Learned;
 
 /// How one request on a cascade route ended.

@@ -14,9 +14,7 @@ use crate::ops::metrics::Metrics;
 use crate::route::admission::Parsed;
 use crate::route::inbound::Inbound;
 use crate::route::upstream::{Upstream, forwarded_headers};
-use crate::state::memory;
-use crate::state::stability::{Edit, LazyHashes, Sticky, hash_at};
-use crate::state::store::StateStore;
+use crate::state::{Edit, LazyHashes, StateStore, Sticky, hash_at, memory};
 use crate::window::discovery::Windows;
 use crate::window::labels::ModelLabels;
 

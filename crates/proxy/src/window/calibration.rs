@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use context_cascade::ContextManager;
 
-use crate::state::store::StateStore;
+use crate::state::StateStore;
 use crate::window::labels::ModelLabels;
 
 /// The engine's calibration and where it is persisted.

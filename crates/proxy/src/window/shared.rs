@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use context_cascade::ContextManager;
 
-use crate::state::store::StateStore;
+use crate::state::StateStore;
 use crate::window::discovery::{Learned, Windows};
 
 /// How often a replica reads the shared calibration and learned windows.
