@@ -17,6 +17,15 @@
 //! - `GET /`: the operator's status page (loopback only unless an admin token
 //!   is set).
 //!
+//! Inside, a request on a cascade route goes through typed stages (`route/`): inbound (the
+//! body read within limits, the tenant) → admission (the fast path sends it as it came, or
+//! it is parsed) → preparation (remembered facts, the sticky prefix, the window's budget)
+//! → the upstream call (the engine's retry loop) → outcome (the answer and its report
+//! header); then the observers registered at startup (learned windows, the status page,
+//! metrics, the sticky prefix, the calibration, background summaries). `state/` keeps what
+//! outlives a request (the store), `window/` the model's window and the calibration,
+//! `ops/` the operator's views and limits, `ahead/` the background summaries.
+//!
 //! ```no_run
 //! # async fn run() -> Result<(), cascade_proxy::ProxyError> {
 //! let config = cascade_proxy::ProxyConfig::new("http://127.0.0.1:8080");

@@ -15,8 +15,7 @@ use crate::route::inbound::Inbound;
 use crate::route::outcome::{FastSent, Outcome, Sent};
 use crate::route::upstream::{Upstream, forwarded_headers};
 use crate::state::{StateStore, Tenancy, memory};
-use crate::window::discovery::Windows;
-use crate::window::labels::ModelLabels;
+use crate::window::budget::Budgeting;
 use crate::window::shared;
 
 /// What admission needs.
@@ -24,8 +23,7 @@ pub(crate) struct Admission<'s> {
     pub(crate) fastpath: &'s FastPath,
     pub(crate) manager: &'s ContextManager,
     pub(crate) store: &'s dyn StateStore,
-    pub(crate) windows: &'s Windows,
-    pub(crate) labels: &'s ModelLabels,
+    pub(crate) budgeting: Budgeting<'s>,
     pub(crate) metrics: &'s Metrics,
     pub(crate) upstream: &'s Upstream,
     /// Background summaries are on.
@@ -99,11 +97,9 @@ impl Admission<'_> {
         let budget = |model: String, reserve: u64| {
             let (headers, resolved) = (&headers, &resolved);
             async move {
-                let (window, source) = (self.windows)
-                    .resolve(&self.upstream.client, &self.upstream.base, headers, &model)
-                    .await;
+                let (budget, source) = self.budgeting.resolve(headers, &model, reserve).await;
                 *resolved.lock().unwrap_or_else(|p| p.into_inner()) = Some(source);
-                self.windows.budget(&model, window, source, reserve)
+                budget
             }
         };
         let incoming = Incoming {
@@ -129,8 +125,7 @@ impl Admission<'_> {
         let source = *resolved.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(source) = source {
             let model = decision.skeleton.model().unwrap_or("");
-            self.metrics.window_source(source.as_str());
-            self.labels.admit(model, source);
+            self.budgeting.note(model, source);
         }
         Some((decision, headers))
     }

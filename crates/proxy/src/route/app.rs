@@ -28,6 +28,7 @@ use crate::route::preparation::Preparation;
 use crate::route::responses::ResponsesCounters;
 use crate::route::upstream::Upstream;
 use crate::state::{CachingSummarizer, StateStore, Sticky, Tenancy, open_store};
+use crate::window::budget::Budgeting;
 use crate::window::calibration::Calibrator;
 use crate::window::discovery::{Learned, Windows};
 use crate::window::labels::ModelLabels;
@@ -180,15 +181,20 @@ impl AppState {
     /// The stages of a cascade request, each with the services it uses.
     pub(crate) fn stages(&self) -> Stages<'_> {
         let (manager, store) = (self.manager.as_ref(), self.store.as_ref());
-        let (windows, labels) = (self.windows.as_ref(), self.labels.as_ref());
         let (metrics, upstream) = (self.metrics.as_ref(), &self.upstream);
+        let budgeting = || Budgeting {
+            windows: &self.windows,
+            labels: &self.labels,
+            metrics,
+            client: &upstream.client,
+            base: &upstream.base,
+        };
         Stages {
             admission: Admission {
                 fastpath: &self.fastpath,
                 manager,
                 store,
-                windows,
-                labels,
+                budgeting: budgeting(),
                 metrics,
                 upstream,
                 background: self.background.is_some(),
@@ -197,8 +203,7 @@ impl AppState {
                 manager,
                 store,
                 sticky: self.sticky.as_deref(),
-                windows,
-                labels,
+                budgeting: budgeting(),
                 metrics,
                 upstream,
             },

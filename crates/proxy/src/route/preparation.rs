@@ -15,8 +15,7 @@ use crate::route::admission::Parsed;
 use crate::route::inbound::Inbound;
 use crate::route::upstream::{Upstream, forwarded_headers};
 use crate::state::{Edit, LazyHashes, StateStore, Sticky, hash_at, memory};
-use crate::window::discovery::Windows;
-use crate::window::labels::ModelLabels;
+use crate::window::budget::Budgeting;
 
 /// What preparation needs.
 pub(crate) struct Preparation<'s> {
@@ -24,8 +23,7 @@ pub(crate) struct Preparation<'s> {
     pub(crate) store: &'s dyn StateStore,
     /// `None` when `sticky_prefix` is off.
     pub(crate) sticky: Option<&'s Sticky>,
-    pub(crate) windows: &'s Windows,
-    pub(crate) labels: &'s ModelLabels,
+    pub(crate) budgeting: Budgeting<'s>,
     pub(crate) metrics: &'s Metrics,
     pub(crate) upstream: &'s Upstream,
 }
@@ -83,11 +81,14 @@ impl Preparation<'_> {
         }
         let headers = forwarded_headers(inbound.headers(), true);
         let reserve = conversation.output_reserve();
-        let budget = self.budget(&headers, &model, reserve).await;
+        let budget = self.budgeting.budget(&headers, &model, reserve).await;
         // The server counts the client's bytes: only when they are what the cascade starts
         // from (no fact put back, no known prefix stitched in).
         let as_sent = stitched.is_none() && injection.is_none();
-        if format == Format::OpenAi && as_sent && self.windows.count_first_with_llama_cpp(&model) {
+        if format == Format::OpenAi
+            && as_sent
+            && self.budgeting.windows.count_first_with_llama_cpp(&model)
+        {
             (self.count_with_llama_cpp(&headers, &inbound.bytes, &model, &conversation)).await;
         }
         // Untouched requests go upstream byte for byte as the client wrote them (unless they
@@ -105,16 +106,6 @@ impl Preparation<'_> {
             headers,
             overflowed,
         })
-    }
-
-    /// The budget for `model` in its window (noting where the window came from).
-    async fn budget(&self, headers: &HeaderMap, model: &str, reserve: u64) -> Budget {
-        let (window, source) = (self.windows)
-            .resolve(&self.upstream.client, &self.upstream.base, headers, model)
-            .await;
-        self.metrics.window_source(source.as_str());
-        self.labels.admit(model, source);
-        self.windows.budget(model, window, source, reserve)
     }
 
     /// Stores new remember requests and puts back the facts the request no longer carries.

@@ -2,6 +2,7 @@
 //! by llama.cpp where it can; the calibration of the engine's estimate kept; and both
 //! followed from other replicas through a shared store.
 
+pub(crate) mod budget;
 pub(crate) mod calibration;
 pub(crate) mod discovery;
 pub(crate) mod labels;
