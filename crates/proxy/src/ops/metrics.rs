@@ -197,18 +197,14 @@ impl Metrics {
                 escape(route)
             );
         }
-        header(
+        let strategies = c.strategies.iter().map(|(s, n)| (s.as_str(), n));
+        let family = ("cascade_strategies_applied_total", "counter", "strategy");
+        labelled(
             &mut out,
-            "cascade_strategies_applied_total",
-            "counter",
+            family,
             "Cascade steps applied, by strategy.",
+            strategies,
         );
-        for (strategy, n) in &c.strategies {
-            let _ = writeln!(
-                out,
-                "cascade_strategies_applied_total{{strategy=\"{strategy}\"}} {n}"
-            );
-        }
         for (name, help, value) in PLAIN {
             let value = value(&c);
             let kind = if name.ends_with("_total") {
@@ -219,32 +215,20 @@ impl Metrics {
             header(&mut out, name, kind, help);
             let _ = writeln!(out, "{name} {value}");
         }
-        header(
+        let sources = c.discovery.iter().map(|(s, n)| (s.as_str(), n));
+        let family = ("cascade_window_source_total", "counter", "source");
+        labelled(
             &mut out,
-            "cascade_window_source_total",
-            "counter",
+            family,
             "Where context windows came from.",
+            sources,
         );
-        for (source, n) in &c.discovery {
-            let _ = writeln!(
-                out,
-                "cascade_window_source_total{{source=\"{source}\"}} {n}"
-            );
-        }
-        header(
-            &mut out,
-            "cascade_token_scale",
-            "gauge",
-            "EMA calibration scale (real / prior tokens) per model.",
-        );
-        for (model, scale) in calibration.models() {
-            let _ = writeln!(
-                out,
-                "cascade_token_scale{{model=\"{}\"}} {}",
-                escape(model),
-                scale.scale
-            );
-        }
+        let scales = calibration
+            .models()
+            .map(|(model, scale)| (model, scale.scale));
+        let family = ("cascade_token_scale", "gauge", "model");
+        let help = "EMA calibration scale (real / prior tokens) per model.";
+        labelled(&mut out, family, help, scales);
         out
     }
 }
@@ -330,6 +314,20 @@ const PLAIN: [Plain; 15] = [
 fn header(out: &mut String, name: &str, kind: &str, help: &str) {
     let _ = writeln!(out, "# HELP {name} {help}");
     let _ = writeln!(out, "# TYPE {name} {kind}");
+}
+
+/// Writes a family with one label, `(name, kind, label)`: its header, then a line per
+/// label value (escaped) and value.
+fn labelled<'a, V: std::fmt::Display>(
+    out: &mut String,
+    (name, kind, label): (&str, &str, &str),
+    help: &str,
+    rows: impl Iterator<Item = (&'a str, V)>,
+) {
+    header(out, name, kind, help);
+    for (key, value) in rows {
+        let _ = writeln!(out, "{name}{{{label}=\"{}\"}} {value}", escape(key));
+    }
 }
 
 /// Escapes a label value (backslash, quote, newline).
