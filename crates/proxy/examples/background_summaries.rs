@@ -34,7 +34,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use cascade_proxy::background::BackgroundStats;
+use cascade_proxy::BackgroundStats;
 use cascade_proxy::config::IN_MEMORY_DB;
 use cascade_proxy::{AppState, Provider, ProxyConfig, REPORT_HEADER, serve_state};
 use cascade_test_support::upstream::{Answer, start_async};

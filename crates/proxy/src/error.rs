@@ -16,7 +16,7 @@ pub enum ProxyError {
     Store(#[from] rusqlite::Error),
     /// The state store (SQLite or Redis) failed.
     #[error("state store error: {0}")]
-    State(#[from] crate::store::StoreError),
+    State(#[from] StoreError),
     /// A file or socket operation failed.
     #[error("I/O error: {0}")]
     Io(#[from] std::io::Error),
@@ -29,6 +29,24 @@ impl From<crate::config::ConfigError> for ProxyError {
     fn from(error: crate::config::ConfigError) -> Self {
         ProxyError::Config(error.0)
     }
+}
+
+/// Why a store operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// SQLite failed.
+    #[error("SQLite: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    /// Redis answered with an error, or the connection failed.
+    #[error("Redis: {0}")]
+    Redis(#[from] ::redis::RedisError),
+    /// Redis did not answer in time (or was recently unreachable: see
+    /// the Redis store's back-off).
+    #[error("Redis unavailable: {0}")]
+    Unavailable(String),
+    /// A stored value did not read back (written by something else, or truncated).
+    #[error("malformed stored value: {0}")]
+    Malformed(String),
 }
 
 /// What kind of problem an error answer reports; it picks the `type` the SDKs expect.

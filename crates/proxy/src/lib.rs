@@ -14,8 +14,17 @@
 //! - SQLite (or Redis, shared by replicas: `--state redis://...`): a summary cache, the
 //!   token calibration per model, remembered facts per conversation, and the sticky prefix
 //!   that keeps the provider's prompt cache hitting.
-//! - `GET /`: the operator's status page ([`status`]; loopback only unless an admin token
+//! - `GET /`: the operator's status page (loopback only unless an admin token
 //!   is set).
+//!
+//! Inside, a request on a cascade route goes through typed stages (`route/`): inbound (the
+//! body read within limits, the tenant) → admission (the fast path sends it as it came, or
+//! it is parsed) → preparation (remembered facts, the sticky prefix, the window's budget)
+//! → the upstream call (the engine's retry loop) → outcome (the answer and its report
+//! header); then the observers registered at startup (learned windows, the status page,
+//! metrics, the sticky prefix, the calibration, background summaries). `state/` keeps what
+//! outlives a request (the store), `window/` the model's window and the calibration,
+//! `ops/` the operator's views and limits, `ahead/` the background summaries.
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), cascade_proxy::ProxyError> {
@@ -28,32 +37,24 @@
 // Unit tests may unwrap: a failure there is a test failure.
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
-mod answer;
-pub mod background;
-mod body;
+mod ahead;
 pub mod config;
-pub mod cut;
-pub mod decisions;
-pub mod discovery;
 pub mod error;
-mod fastpath;
-pub mod labels;
-pub mod limits;
-pub mod memory;
-pub mod metrics;
-pub mod responses;
-pub mod server;
-pub mod shared;
-pub mod stability;
-pub mod status;
-pub mod store;
-pub mod stream;
-pub mod summary_cache;
-pub mod tenancy;
-mod tokenize;
-pub mod upstream;
+mod ops;
+mod route;
+mod state;
+mod window;
 
+pub use ahead::background::BackgroundStats;
 pub use cascade_llm::{EndpointSpec, Provider, SummarizerSpec};
-pub use config::ProxyConfig;
+pub use config::{AdminToken, ProxyConfig};
 pub use error::ProxyError;
-pub use server::{AppState, REPORT_HEADER, router, serve, serve_state};
+pub use route::answer::REPORT_HEADER;
+pub use route::app::AppState;
+pub use route::{router, serve, serve_state};
+/// What a conversation asked the proxy to remember (the latency example measures it).
+pub use state::memory;
+/// The state store: SQLite, or Redis shared by replicas (what the CLI opens and the tests
+/// read back).
+pub use state::store;
+pub use state::tenancy::secret_path;

@@ -7,7 +7,7 @@
 
 mod common;
 
-use cascade_proxy::status::AdminToken;
+use cascade_proxy::AdminToken;
 use common::{Harness, Script, post, start};
 use serde_json::{Value, json};
 

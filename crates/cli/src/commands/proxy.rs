@@ -129,7 +129,7 @@ impl ProxyArgs {
             set("summarizer.background");
         }
         if let Some(token) = &self.admin_token {
-            let token = cascade_proxy::status::AdminToken::new(token.clone())
+            let token = cascade_proxy::AdminToken::new(token.clone())
                 .map_err(|e| CliError::Usage(format!("proxy: --admin-token: {e}")))?;
             config.status.admin_token = Some(token);
             set("status.admin_token");

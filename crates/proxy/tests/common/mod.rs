@@ -173,7 +173,7 @@ impl TempDb {
 
     fn remove(&self) {
         let _ = std::fs::remove_file(&self.path);
-        let _ = std::fs::remove_file(cascade_proxy::tenancy::secret_path(&self.path));
+        let _ = std::fs::remove_file(cascade_proxy::secret_path(&self.path));
     }
 }
 

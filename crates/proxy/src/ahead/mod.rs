@@ -1,0 +1,3 @@
+//! Work done ahead of need: background summaries between requests.
+
+pub(crate) mod background;

@@ -1,0 +1,421 @@
+//! The fast path: a request the cascade would leave exactly as it is goes upstream without
+//! being parsed into a conversation (issue 15, "≤ 1 ms added at 100K tokens").
+//!
+//! An agent resends its whole history on every call, and most calls need nothing. Parsing
+//! 400 kB into a `serde_json::Value` alone takes about 1 ms, so the fast path never does:
+//! it scans the body into borrowed raw messages (a validating scan, no allocation per
+//! string), and looks every message up by a hash of its bytes in a memo of the facts the
+//! decision needs (class counts, the largest tool result, the exact count, whether it is a
+//! remember request or carries a pin). Only messages not seen before are parsed, each on
+//! its own; a request that extends the previous one costs its new messages and the scan.
+//!
+//! It takes a request only when the slow path provably changes nothing: OpenAI Chat or
+//! Anthropic Messages (not the Responses API); the conversation's previous request went
+//! through untouched (no sticky prefix to stitch, nothing compacted) — [`FastPath::settle`]
+//! records that; no remember request, no pin, no stored fact to put back; and by the
+//! engine's own numbers (the same counts, the same estimator) no strategy fires: no tool
+//! result over ①'s share, the total under ②'s headroom, the preemptive threshold and (when
+//! background summaries are on) their pre-threshold. Then the client's bytes go upstream
+//! as they came, which is what the slow path sends for an untouched request. An upstream
+//! overflow goes to the slow path as the answer to its first call: it recovers from there
+//! without sending the request a second time.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Mutex;
+
+use axum::http::HeaderMap;
+use context_cascade::estimate::{ClassCounts, Estimator};
+use context_cascade::format::message_facts::{role, user_text};
+use context_cascade::format::parse_value;
+use context_cascade::{Budget, CascadeConfig, Conversation, Format, Role};
+use serde::de::{Deserializer, MapAccess, Visitor};
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+use crate::ops::status::digest::{RequestDigest, envelope_hash, message_hash};
+
+/// At most this many messages' facts are kept; a full memo starts over.
+const FACTS_CAPACITY: usize = 1 << 18;
+/// At most this many conversations are remembered as clean; a full set starts over.
+const CLEAN_CAPACITY: usize = 1 << 16;
+/// How much of a body's start stands for its conversation when declining early: enough for
+/// the system prompt and the first user message of most requests (their conversation key).
+const PREFIX_BYTES: usize = 64 * 1024;
+
+/// What the decision needs to know about one message, from its bytes alone.
+#[derive(Debug, Clone, Copy)]
+struct Facts {
+    role: Option<Role>,
+    /// A user message with non-blank text (the first one names the conversation).
+    user_text: bool,
+    /// A remember request, or a `_pin` marker: the slow path must see it.
+    blocks: bool,
+    counts: ClassCounts,
+    /// The prior of the message's largest tool result (①'s check).
+    largest_result: f64,
+    /// The exact count under one counter (its key, the count).
+    exact: Option<(usize, u64)>,
+    /// The message's hash for the status page's prefix digest.
+    digest: u64,
+}
+
+/// The fast path's memory: facts per message bytes, and which conversations are clean.
+pub(crate) struct FastPath {
+    pub(crate) enabled: bool,
+    facts: Mutex<HashMap<MemoKey, Facts>>,
+    clean: Mutex<HashSet<String>>,
+    /// The conversation key of bodies that started with these bytes (a hash of the tenant,
+    /// the format and the first [`PREFIX_BYTES`]), remembered when one was declined because
+    /// its conversation is not clean: the next request of a compacted conversation is
+    /// declined before its body is scanned. Two conversations that share those bytes share
+    /// a key too, or lose only the fast path: a prefix never admits a request.
+    declined: Mutex<HashMap<u64, String>>,
+}
+
+/// A request the fast path can send as it is.
+pub(crate) struct Decision {
+    /// The request without its messages (model, tools, limits).
+    pub(crate) skeleton: Conversation,
+    /// The budget it was checked against.
+    pub(crate) budget: Budget,
+    /// The engine's estimate of the whole request.
+    pub(crate) tokens: u64,
+    /// Its uncalibrated prior (to pair with the usage the provider reports).
+    pub(crate) prior: f64,
+    /// How many messages it holds.
+    pub(crate) messages: usize,
+    /// The estimator used.
+    pub(crate) estimator: Estimator,
+    /// The conversation's tenancy key (as the slow path computes it).
+    pub(crate) key: String,
+    /// What went upstream, as the status page digests it.
+    pub(crate) digest: RequestDigest,
+    /// Past the pre-threshold with background summaries on: a job prepares ahead.
+    pub(crate) prepare_ahead: bool,
+}
+
+/// The body's top-level keys, the messages borrowed raw.
+struct Scan<'a> {
+    messages: Vec<&'a RawValue>,
+    rest: Vec<(String, &'a RawValue)>,
+}
+
+impl<'de> serde::Deserialize<'de> for Scan<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct ScanVisitor;
+        impl<'de> Visitor<'de> for ScanVisitor {
+            type Value = Scan<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a request object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Scan<'de>, A::Error> {
+                let mut messages = None;
+                let mut rest = Vec::new();
+                while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                    if key == "messages" && messages.is_none() {
+                        messages = Some(map.next_value::<Vec<&'de RawValue>>()?);
+                    } else {
+                        rest.push((key.into_owned(), map.next_value::<&'de RawValue>()?));
+                    }
+                }
+                let messages =
+                    messages.ok_or_else(|| serde::de::Error::missing_field("messages"))?;
+                Ok(Scan { messages, rest })
+            }
+        }
+        deserializer.deserialize_map(ScanVisitor)
+    }
+}
+
+/// A message's memo key: its format, the xxh3 of its bytes and their length.
+type MemoKey = (Format, u64, usize);
+
+/// The memo key of a message: xxh3 of its bytes (every byte of every request goes through
+/// it, and xxh3 is several times faster than FxHash on long inputs) and their length.
+fn bytes_key(format: Format, bytes: &[u8]) -> MemoKey {
+    (format, xxhash_rust::xxh3::xxh3_64(bytes), bytes.len())
+}
+
+impl FastPath {
+    /// A fast path, taken only when `enabled` (`fast_path` in the configuration).
+    pub(crate) fn new(enabled: bool) -> Self {
+        FastPath {
+            enabled,
+            facts: Mutex::default(),
+            clean: Mutex::default(),
+            declined: Mutex::default(),
+        }
+    }
+
+    /// Records how the slow path left a conversation: only one that went upstream
+    /// untouched (nothing stitched, injected, pinned or compacted) may take the fast path.
+    pub(crate) fn settle(&self, key: &str, untouched: bool) {
+        let mut clean = self.clean.lock().unwrap_or_else(|p| p.into_inner());
+        if !untouched {
+            clean.remove(key);
+            return;
+        }
+        if clean.len() >= CLEAN_CAPACITY {
+            clean.clear();
+        }
+        clean.insert(key.to_owned());
+    }
+
+    /// The hash of a body's start that [`FastPath::declined`] keys by.
+    fn prefix(format: Format, tenant: &str, bytes: &[u8]) -> u64 {
+        let mut hasher = xxhash_rust::xxh3::Xxh3::new();
+        hasher.update(format.as_str().as_bytes());
+        hasher.update(&[0xff]);
+        hasher.update(tenant.as_bytes());
+        hasher.update(&[0xff]);
+        hasher.update(&bytes[..bytes.len().min(PREFIX_BYTES)]);
+        hasher.digest()
+    }
+
+    /// Whether a body starting like one of a conversation that is not clean (still) belongs
+    /// to a conversation that is not clean.
+    fn declined_before(&self, prefix: u64) -> bool {
+        let known = (self.declined.lock().unwrap_or_else(|p| p.into_inner()))
+            .get(&prefix)
+            .cloned();
+        known.is_some_and(|key| !self.is_clean(&key))
+    }
+
+    fn remember_declined(&self, prefix: u64, key: &str) {
+        let mut declined = self.declined.lock().unwrap_or_else(|p| p.into_inner());
+        if declined.len() >= CLEAN_CAPACITY {
+            declined.clear();
+        }
+        declined.insert(prefix, key.to_owned());
+    }
+
+    /// Whether a conversation went upstream untouched last time.
+    fn is_clean(&self, key: &str) -> bool {
+        (self.clean.lock().unwrap_or_else(|p| p.into_inner())).contains(key)
+    }
+
+    /// The facts of one message, from the memo or by parsing it alone. `None` when it does
+    /// not parse on its own (the slow path will say why).
+    fn facts(
+        &self,
+        format: Format,
+        raw: &RawValue,
+        config: &CascadeConfig,
+        estimator: &Estimator,
+    ) -> Option<Facts> {
+        let key = bytes_key(format, raw.get().as_bytes());
+        let counter_key = estimator.counter.map(|c| c.key());
+        let cached = (self.facts.lock().unwrap_or_else(|p| p.into_inner()))
+            .get(&key)
+            .copied();
+        if let Some(facts) = cached.filter(|f| f.exact.map(|e| e.0) == counter_key) {
+            return Some(facts);
+        }
+        let value: Value = serde_json::from_str(raw.get()).ok()?;
+        let text = user_text(&value);
+        let parsed = parse_value(
+            serde_json::json!({ "messages": [value.clone()] }),
+            Some(format),
+        )
+        .ok()?;
+        let message = parsed.messages.first()?;
+        let remember = message.role() == Role::User
+            && (config.remember.is_remember_request(&message.text_content())
+                || text
+                    .as_deref()
+                    .is_some_and(|t| config.remember.is_remember_request(t)));
+        let largest_result = (message.tool_results())
+            .map(|r| config.weights.prior(&ClassCounts::of_blocks(&r.content)))
+            .fold(0.0, f64::max);
+        let facts = Facts {
+            role: role(&value),
+            user_text: text.is_some(),
+            blocks: remember || message.is_pinned() || message.fields().contains_key("_pin"),
+            counts: message.counts(),
+            largest_result,
+            exact: estimator.counter.map(|c| (c.key(), c.message(message))),
+            digest: message_hash(message),
+        };
+        let mut memo = self.facts.lock().unwrap_or_else(|p| p.into_inner());
+        if memo.len() >= FACTS_CAPACITY {
+            memo.clear();
+        }
+        memo.insert(key, facts);
+        Some(facts)
+    }
+}
+
+/// The request without its messages, parsed: model, tools, output limits (and for
+/// Anthropic the top-level `system`, which becomes a leading system message).
+fn skeleton(format: Format, scan: &Scan<'_>) -> Option<Conversation> {
+    let mut body = serde_json::Map::new();
+    for (key, raw) in &scan.rest {
+        body.insert(key.clone(), serde_json::from_str(raw.get()).ok()?);
+    }
+    body.insert("messages".into(), Value::Array(Vec::new()));
+    parse_value(Value::Object(body), Some(format)).ok()
+}
+
+/// The conversation key the slow path computes ([`crate::state::memory::conversation_key`]),
+/// from what it reads: the system prompt (OpenAI: the system messages; Anthropic: the
+/// top-level `system`) and the first user message.
+fn conversation_key(
+    format: Format,
+    headers: &HeaderMap,
+    scan: &Scan<'_>,
+    facts: &[Facts],
+) -> Option<String> {
+    let mut body = serde_json::Map::new();
+    let mut named = Vec::new();
+    let mut first_user = None;
+    for (raw, f) in scan.messages.iter().zip(facts) {
+        if format == Format::OpenAi && f.role.is_some_and(Role::is_system) {
+            named.push(serde_json::from_str::<Value>(raw.get()).ok()?);
+        } else if first_user.is_none() && f.user_text {
+            first_user = Some(serde_json::from_str::<Value>(raw.get()).ok()?);
+        }
+    }
+    named.extend(first_user);
+    if format == Format::Anthropic
+        && let Some((_, system)) = scan.rest.iter().find(|(k, _)| k == "system")
+    {
+        body.insert("system".into(), serde_json::from_str(system.get()).ok()?);
+    }
+    body.insert("messages".into(), Value::Array(named));
+    let body = Value::Object(body);
+    Some(crate::state::memory::conversation_key(
+        headers, &body, format,
+    ))
+}
+
+/// The engine's count of the whole request: exact when the model has a counter (the
+/// messages' memoized counts, the skeleton's leading messages and the request's overhead),
+/// else the estimate of its class counts.
+fn request_tokens(
+    estimator: &Estimator,
+    skeleton: &Conversation,
+    facts: &[Facts],
+    counts: &ClassCounts,
+) -> u64 {
+    match estimator.counter {
+        Some(counter) => {
+            let messages: u64 = facts.iter().filter_map(|f| f.exact.map(|e| e.1)).sum();
+            let leading: u64 = skeleton.messages.iter().map(|m| counter.message(m)).sum();
+            messages + leading + counter.request_overhead(skeleton)
+        }
+        None => estimator.tokens_of(counts),
+    }
+}
+
+/// One request as the fast path receives it.
+pub(crate) struct Incoming<'a> {
+    pub(crate) format: Format,
+    pub(crate) headers: &'a HeaderMap,
+    /// The tenancy of its credentials.
+    pub(crate) tenant: &'a str,
+    pub(crate) bytes: &'a [u8],
+}
+
+/// Whether the request needs nothing from the cascade, and if so what the slow path's
+/// engine would have said about it. `background`: background summaries are on; `budget`
+/// resolves the window for the model.
+pub(crate) async fn decide<B, F>(
+    fast: &FastPath,
+    manager: &context_cascade::ContextManager,
+    request: Incoming<'_>,
+    background: bool,
+    budget: B,
+) -> Option<Decision>
+where
+    B: FnOnce(String, u64) -> F,
+    F: std::future::Future<Output = Budget>,
+{
+    let Incoming {
+        format,
+        headers,
+        tenant,
+        bytes,
+    } = request;
+    let prefix = FastPath::prefix(format, tenant, bytes);
+    if fast.declined_before(prefix) {
+        tracing::debug!("fast path: a conversation whose last request was changed");
+        return None;
+    }
+    let scan: Scan<'_> = serde_json::from_slice(bytes).ok()?;
+    let skeleton = skeleton(format, &scan)?;
+    let model = skeleton.model().unwrap_or("").to_owned();
+    let config = manager.config();
+    let estimator = manager.estimator(&model);
+    let facts: Vec<Facts> = (scan.messages.iter())
+        .map(|raw| fast.facts(format, raw, config, &estimator))
+        .collect::<Option<_>>()?;
+    if facts.iter().any(|f| f.blocks) {
+        tracing::debug!("fast path: a remember request or a pin");
+        return None;
+    }
+    let key = conversation_key(format, headers, &scan, &facts)?;
+    let key = crate::state::Tenancy::scoped(tenant, &key);
+    if !fast.is_clean(&key) {
+        fast.remember_declined(prefix, &key);
+        let conversation = crate::ops::status::record::short_id(&key);
+        tracing::debug!(%conversation, "fast path: the conversation's last request was changed, or is new");
+        return None;
+    }
+    // The skeleton holds the tools and, for Anthropic, the system prompt as a message.
+    let counts = (facts.iter()).fold(ClassCounts::of_conversation(&skeleton), |acc, f| {
+        acc + f.counts
+    });
+    let tokens = request_tokens(&estimator, &skeleton, &facts, &counts);
+    let largest = facts.iter().map(|f| f.largest_result).fold(0.0, f64::max);
+    let budget = budget(model, skeleton.output_reserve()).await;
+    let largest_tokens = (largest * estimator.multiplier).ceil() as u64;
+    let nothing_fires = largest_tokens <= budget.share(config.layer1.single_tool_result_share)
+        && tokens <= budget.share(config.layer1.headroom_ratio)
+        && tokens <= budget.share(config.recovery.preemptive_ratio);
+    // Past the pre-threshold a background job prepares ④'s summaries (when on), from the
+    // request parsed after it is answered: the request itself does not wait for that.
+    let prepare_ahead = background && tokens > budget.share(config.background.summary_ratio);
+    if !nothing_fires {
+        tracing::debug!(tokens, largest_tokens, "fast path: a strategy would run");
+    }
+    let envelope = envelope_hash(format, &skeleton.envelope);
+    let leading = skeleton.messages.iter().map(message_hash);
+    let digest = RequestDigest::from_parts(envelope, leading.chain(facts.iter().map(|f| f.digest)));
+    nothing_fires.then(|| Decision {
+        budget,
+        prior: config.weights.prior(&counts),
+        messages: skeleton.messages.len() + facts.len(),
+        skeleton,
+        tokens,
+        estimator,
+        key,
+        digest,
+        prepare_ahead,
+    })
+}
+
+/// The engine with exact counts for OpenAI models (feature `exact`).
+#[cfg(feature = "exact")]
+pub(crate) fn exact_counts(
+    manager: context_cascade::ContextManager,
+) -> context_cascade::ContextManager {
+    use context_cascade::estimate::exact::counter_for_model;
+    // Loading a tokenizer's tables takes about 80 ms: on a thread of its own at startup,
+    // not on the first OpenAI request (and not on a Tokio worker).
+    std::thread::spawn(|| {
+        counter_for_model("gpt-4o");
+        counter_for_model("gpt-4");
+    });
+    manager.with_token_counters(std::sync::Arc::new(counter_for_model))
+}
+
+/// Without the feature every model is estimated.
+#[cfg(not(feature = "exact"))]
+pub(crate) fn exact_counts(
+    manager: context_cascade::ContextManager,
+) -> context_cascade::ContextManager {
+    manager
+}
+
+#[cfg(test)]
+mod tests;

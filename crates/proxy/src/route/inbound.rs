@@ -1,0 +1,56 @@
+//! Stage 1, inbound: a cascade route's request, its body read within the proxy's limits,
+//! with the tenant its credentials name.
+
+use axum::extract::Request;
+use axum::http::HeaderMap;
+use axum::http::request::Parts;
+use axum::response::Response;
+use bytes::Bytes;
+use context_cascade::Format;
+
+use crate::route::body::{BodyLimits, read_request_body};
+use crate::state::Tenancy;
+
+/// A request on a cascade route, read.
+pub(crate) struct Inbound {
+    /// The route's wire format.
+    pub(crate) format: Format,
+    /// Method, address and headers, as the client sent them.
+    pub(crate) parts: Parts,
+    /// The body, as the client sent it.
+    pub(crate) bytes: Bytes,
+    /// The keyed hash of its credentials: whose state it may see.
+    pub(crate) tenant: String,
+}
+
+impl Inbound {
+    /// Reads `request` within `limits`, or the error answer (in `format`) that says which
+    /// limit it broke.
+    pub(crate) async fn read(
+        limits: BodyLimits,
+        tenancy: &Tenancy,
+        format: Format,
+        request: Request,
+    ) -> Result<Inbound, Response> {
+        let (parts, body) = request.into_parts();
+        let bytes = read_request_body(limits, format, &parts.headers, body).await?;
+        let tenant = tenancy.tenant(&parts.headers);
+        Ok(Inbound {
+            format,
+            parts,
+            bytes,
+            tenant,
+        })
+    }
+
+    /// The client's headers.
+    pub(crate) fn headers(&self) -> &HeaderMap {
+        &self.parts.headers
+    }
+
+    /// The path with its query, as the upstream is asked for it.
+    pub(crate) fn path(&self) -> &str {
+        let uri = &self.parts.uri;
+        uri.path_and_query().map_or(uri.path(), |p| p.as_str())
+    }
+}
