@@ -40,7 +40,7 @@ mod window;
 pub use ahead::background;
 pub use ops::{limits, metrics, status};
 pub use route::{cut, responses, stream, upstream};
-pub use state::{decisions, memory, shared, stability, store, summary_cache, tenancy};
+pub use state::{decisions, identity, memory, shared, stability, store, summary_cache, tenancy};
 pub use window::{discovery, labels};
 
 pub use cascade_llm::{EndpointSpec, Provider, SummarizerSpec};

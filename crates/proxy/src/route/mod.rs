@@ -42,6 +42,7 @@ use crate::state::stability::{Edit, LazyHashes, Sticky, hash_at};
 use crate::state::store::{self, StateStore};
 use crate::state::summary_cache::CachingSummarizer;
 use crate::state::tenancy::{TENANT, Tenancy};
+use crate::state::writes::{FLUSH_BOUND, Writes};
 use crate::window::discovery::{Learned, Windows};
 use crate::window::labels::ModelLabels;
 
@@ -76,6 +77,8 @@ pub struct AppState {
     background: Option<Arc<Background>>,
     /// The status page's timelines and guard.
     pub(crate) status: Status,
+    /// State writes running in the background, flushed at shutdown.
+    writes: Writes,
 }
 
 impl AppState {
@@ -127,11 +130,12 @@ impl AppState {
             .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|e| ProxyError::Client(e.to_string()))?;
+        let writes = Writes::default();
         let state = Arc::new(AppState {
             upstream,
             max_request_bytes: config.max_request_bytes,
             upstream_timeout: config.upstream_timeout,
-            sticky: config.sticky_prefix.then(|| Sticky::new(store.clone())),
+            sticky: (config.sticky_prefix).then(|| Sticky::new(store.clone(), writes.clone())),
             windows,
             manager,
             client,
@@ -144,6 +148,7 @@ impl AppState {
             limits,
             background,
             status,
+            writes,
         });
         if state.store.shared() {
             // Calibration and learned windows other replicas persist reach this one.
@@ -160,6 +165,12 @@ impl AppState {
     /// The engine (calibration, configuration).
     pub fn manager(&self) -> &ContextManager {
         &self.manager
+    }
+
+    /// Waits for the state writes still running in the background, at most `bound`;
+    /// returns whether they all finished.
+    pub async fn flush(&self, bound: Duration) -> bool {
+        self.writes.flush(bound).await
     }
 
     /// The background summary jobs, when they are on.
@@ -208,20 +219,33 @@ pub fn router(state: Arc<AppState>) -> Router {
         .with_state(state)
 }
 
-/// Serves on `listener` until Ctrl-C.
+/// Serves on `listener` until Ctrl-C or SIGTERM.
 pub async fn serve(
     config: ProxyConfig,
     listener: tokio::net::TcpListener,
 ) -> Result<(), ProxyError> {
     let state = AppState::new(config)?;
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    serve_state(state, listener, ctrl_c).await
+    serve_state(state, listener, stop_signal()?).await
+}
+
+/// Completes on Ctrl-C (SIGINT) or SIGTERM (what a service manager or an orchestrator
+/// sends to stop the proxy).
+fn stop_signal() -> Result<impl std::future::Future<Output = ()> + Send, ProxyError> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut terminate = signal(SignalKind::terminate())?;
+    Ok(async move {
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = terminate.recv() => {}
+        }
+        tracing::info!("stopping: finishing the requests in flight, then the state writes");
+    })
 }
 
 /// Serves an already built `state` on `listener` until `shutdown` completes (build the
-/// state first to fail on a bad configuration before listening).
+/// state first to fail on a bad configuration before listening); then lets the requests in
+/// flight finish and flushes the state writes they left pending, so that a restart loses
+/// no conversation's sticky decisions.
 pub async fn serve_state(
     state: Arc<AppState>,
     listener: tokio::net::TcpListener,
@@ -231,7 +255,9 @@ pub async fn serve_state(
         tracing::info!(%address, upstream = %state.upstream, "context-cascade proxy listening");
     }
     let limits = state.limits;
-    serve_connections(listener, router(state), limits, shutdown).await
+    serve_connections(listener, router(state.clone()), limits, shutdown).await?;
+    state.flush(FLUSH_BOUND).await;
+    Ok(())
 }
 
 /// `ok`, or `degraded` with the reason while the store fails (requests are still served,

@@ -3,9 +3,11 @@
 //! following what other replicas persist.
 
 pub mod decisions;
+pub mod identity;
 pub mod memory;
 pub mod shared;
 pub mod stability;
 pub mod store;
 pub mod summary_cache;
 pub mod tenancy;
+pub(crate) mod writes;
