@@ -327,7 +327,10 @@ async fn each_wire_format_keeps_its_decision_across_replicas() {
         let client = reqwest::Client::new();
         let (first, second) = wire.turns(12, 1500);
         let (alone, _) = start_proxy(config(None, &format!("alone-{wire:?}.db"))).await;
-        assert!(send(&client, &alone, wire, &first).await, "compaction needed");
+        assert!(
+            send(&client, &alone, wire, &first).await,
+            "compaction needed"
+        );
         send(&client, &alone, wire, &second).await;
         let shared = Some(server.url(0));
         let (a, _) = start_proxy(config(shared.clone(), "shared.db")).await;

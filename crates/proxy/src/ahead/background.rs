@@ -36,7 +36,8 @@ use context_cascade::{Budget, Conversation, Format, Report};
 use tokio::sync::Semaphore;
 
 use crate::route::AppState;
-use crate::state::tenancy::TENANT;
+use crate::state::summary_cache::CachingSummarizer;
+use crate::state::tenancy::Tenant;
 
 /// Default bound on background summary jobs running at once.
 pub const DEFAULT_BACKGROUND_JOBS: usize = 4;
@@ -46,7 +47,7 @@ pub const DEFAULT_BACKGROUND_JOBS: usize = 4;
 struct Job {
     sent: Sent,
     budget: Budget,
-    tenant: String,
+    tenant: Tenant,
 }
 
 /// The request as it went upstream: parsed (the slow path's), or the client's bytes that
@@ -70,7 +71,7 @@ impl Sent {
 
 /// The background summary jobs of one proxy.
 pub struct Background {
-    summarizer: Arc<dyn Summarizer>,
+    summaries: Arc<CachingSummarizer>,
     /// The conversations with a job running or waiting, each with the request answered
     /// meanwhile that the job runs on next.
     in_flight: Mutex<HashMap<String, Option<Job>>>,
@@ -137,11 +138,11 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Background {
-    /// Jobs that summarize through `summarizer` (the proxy's caching one), at most `jobs`
-    /// at once (at least one).
-    pub fn new(summarizer: Arc<dyn Summarizer>, jobs: usize) -> Self {
+    /// Jobs that summarize through the proxy's summary cache, each bound to its request's
+    /// tenant, at most `jobs` at once (at least one).
+    pub fn new(summaries: Arc<CachingSummarizer>, jobs: usize) -> Self {
         Background {
-            summarizer,
+            summaries,
             in_flight: Mutex::new(HashMap::new()),
             permits: Arc::new(Semaphore::new(jobs.max(1))),
             started: AtomicU64::new(0),
@@ -188,7 +189,7 @@ impl Background {
 pub(crate) fn after_answer(
     state: &Arc<AppState>,
     key: &str,
-    tenant: &str,
+    tenant: &Tenant,
     sent: &Conversation,
     budget: Budget,
     report: &Report,
@@ -203,7 +204,7 @@ pub(crate) fn after_answer(
     let job = Job {
         sent: Sent::Parsed(Arc::new(sent.clone())),
         budget,
-        tenant: tenant.to_owned(),
+        tenant: tenant.clone(),
     };
     start(state, background, key, job);
 }
@@ -214,7 +215,7 @@ pub(crate) fn after_answer(
 pub(crate) fn after_fast_answer(
     state: &Arc<AppState>,
     key: &str,
-    tenant: &str,
+    tenant: &Tenant,
     (format, bytes): (Format, Bytes),
     budget: Budget,
 ) {
@@ -224,7 +225,7 @@ pub(crate) fn after_fast_answer(
     let job = Job {
         sent: Sent::Raw(format, bytes),
         budget,
-        tenant: tenant.to_owned(),
+        tenant: tenant.clone(),
     };
     start(state, background, key, job);
 }
@@ -257,7 +258,9 @@ async fn run(state: &Arc<AppState>, background: &Arc<Background>, job: &Job) {
     };
     let prepare = || {
         let (state, job) = (state.clone(), job.clone());
-        let summarizer = background.summarizer.clone();
+        // The summary cache keys summaries by tenant, like the request's own would be.
+        let summarizer: Arc<dyn Summarizer> =
+            Arc::new(background.summaries.for_tenant(&job.tenant));
         let handle = tokio::runtime::Handle::current();
         // A job runs the engine on dozens of forecasts (tokenizing their made-up outputs
         // for a model counted exactly): on the blocking pool, not on a worker that serves
@@ -265,8 +268,7 @@ async fn run(state: &Arc<AppState>, background: &Arc<Background>, job: &Job) {
         tokio::task::spawn_blocking(move || {
             let conversation = job.sent.conversation()?;
             let ahead = (state.manager()).summarize_ahead(&conversation, job.budget, summarizer);
-            // The summary cache keys summaries by tenant, like the request's own would be.
-            handle.block_on(TENANT.scope(job.tenant.clone(), ahead))
+            handle.block_on(ahead)
         })
     };
     let attempt = || async {
@@ -307,9 +309,9 @@ fn record<T>(background: &Background, outcome: Result<Option<T>, SummaryError>) 
 /// LLM (offline summaries are computed in microseconds, nothing to gain ahead).
 pub(crate) fn for_config(
     config: &crate::config::ProxyConfig,
-    summarizer: &Arc<dyn Summarizer>,
+    summaries: &Arc<CachingSummarizer>,
 ) -> Option<Arc<Background>> {
     let llm = !matches!(config.summarizer, cascade_llm::SummarizerSpec::Offline);
     (config.background_summaries && llm)
-        .then(|| Arc::new(Background::new(summarizer.clone(), config.background_jobs)))
+        .then(|| Arc::new(Background::new(summaries.clone(), config.background_jobs)))
 }

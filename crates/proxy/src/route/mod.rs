@@ -41,7 +41,7 @@ use crate::state::memory;
 use crate::state::stability::{Edit, LazyHashes, Sticky, hash_at};
 use crate::state::store::{self, StateStore};
 use crate::state::summary_cache::CachingSummarizer;
-use crate::state::tenancy::{TENANT, Tenancy};
+use crate::state::tenancy::Tenancy;
 use crate::state::writes::{FLUSH_BOUND, Writes};
 use crate::window::discovery::{Learned, Windows};
 use crate::window::labels::ModelLabels;
@@ -79,6 +79,8 @@ pub struct AppState {
     pub(crate) status: Status,
     /// State writes running in the background, flushed at shutdown.
     writes: Writes,
+    /// The summary cache, used through a view bound to each request's tenant.
+    summaries: Arc<CachingSummarizer>,
 }
 
 impl AppState {
@@ -104,11 +106,14 @@ impl AppState {
             );
         }
         let inner = summarizer(&config.summarizer)?;
-        let cached: Arc<dyn Summarizer> = Arc::new(
+        let summaries = Arc::new(
             CachingSummarizer::new(inner, store.clone(), metrics.clone())
                 .with_gap_share(config.cascade.prepared_summary_gap),
         );
-        let background = background::for_config(&config, &cached);
+        // The engine's own summarizer is the cache without a tenant, which refuses: every
+        // call names its tenant's view (`call_with_summarizer`).
+        let cached: Arc<dyn Summarizer> = summaries.clone();
+        let background = background::for_config(&config, &summaries);
         let upstream = config.upstream_base().to_owned();
         let restored = opened.calibration;
         let labels = ModelLabels::new(
@@ -149,6 +154,7 @@ impl AppState {
             background,
             status,
             writes,
+            summaries,
         });
         if state.store.shared() {
             // Calibration and learned windows other replicas persist reach this one.
@@ -413,12 +419,10 @@ pub(crate) async fn cascade(state: &Arc<AppState>, format: Format, request: Requ
     };
     let call = Watched::new(call, format).answered_already(overflowed);
     crate::state::shared::before_call(state).await;
-    // The summary cache below the engine sees the tenant through the task.
-    let result = TENANT
-        .scope(
-            tenant.clone(),
-            state.manager.call(&call, &mut conversation, budget),
-        )
+    // The summary cache below the engine, bound to the request's tenant.
+    let summaries = state.summaries.for_tenant(&tenant);
+    let result = (state.manager)
+        .call_with_summarizer(&call, &mut conversation, budget, &summaries)
         .await;
     if let Some(learned) = call.learned() {
         if state.windows.learn(&model, learned)
