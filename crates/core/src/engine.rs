@@ -107,6 +107,11 @@ impl ContextManager {
         &self.config
     }
 
+    /// The summarizer ④ uses unless a call names another.
+    pub(crate) fn summarizer(&self) -> &dyn Summarizer {
+        self.summarizer.as_ref()
+    }
+
     /// The identity of the summarizer in use (part of summary cache keys).
     pub fn summarizer_id(&self) -> String {
         self.summarizer.id()
@@ -279,8 +284,19 @@ impl ContextManager {
     /// A request still over E would be refused for sure, so the escalation goes on until it
     /// fits (the retry loop's later attempts, without the calls).
     pub async fn prepare(&self, conversation: &mut Conversation, budget: Budget) -> Report {
+        self.prepare_using(self.summarizer.as_ref(), conversation, budget)
+            .await
+    }
+
+    /// [`ContextManager::prepare`] with `summarizer` for ④ instead of the manager's.
+    pub(crate) async fn prepare_using(
+        &self,
+        summarizer: &dyn Summarizer,
+        conversation: &mut Conversation,
+        budget: Budget,
+    ) -> Report {
         let mut escalation = Escalation::before_call(&self.config, Goal::Under(1.0));
-        self.prepare_with(conversation, budget, &mut escalation)
+        self.prepare_with(summarizer, conversation, budget, &mut escalation)
             .await
     }
 
@@ -294,13 +310,21 @@ impl ContextManager {
         budget: Budget,
     ) -> Report {
         let mut escalation = Escalation::before_call(&self.config, Goal::Under(1.0));
+        let summarizer = self.summarizer.as_ref();
         let mut report = self
-            .prepare_with(conversation, budget, &mut escalation)
+            .prepare_with(summarizer, conversation, budget, &mut escalation)
             .await;
         if report.tokens_after > budget.share(self.config.recovery.preemptive_ratio) {
             escalation.towards(Goal::Under(self.config.recovery.preemptive_ratio));
-            self.escalate(conversation, budget, &mut escalation, &mut report, 0.0)
-                .await;
+            self.escalate(
+                summarizer,
+                conversation,
+                budget,
+                &mut escalation,
+                &mut report,
+                0.0,
+            )
+            .await;
             self.layer1(conversation, budget, &mut report);
             self.finish(conversation, budget, &mut report);
         }
@@ -310,6 +334,7 @@ impl ContextManager {
     /// Layer 1, then the first run of `escalation` when the preemptive check fires.
     async fn prepare_with(
         &self,
+        summarizer: &dyn Summarizer,
         conversation: &mut Conversation,
         budget: Budget,
         escalation: &mut Escalation<'_>,
@@ -317,8 +342,15 @@ impl ContextManager {
         let mut report = self.start_report(conversation, budget);
         self.layer1(conversation, budget, &mut report);
         if self.should_preemptive_compact(conversation, budget) {
-            self.escalate(conversation, budget, escalation, &mut report, 0.0)
-                .await;
+            self.escalate(
+                summarizer,
+                conversation,
+                budget,
+                escalation,
+                &mut report,
+                0.0,
+            )
+            .await;
             // ② may reach its watermark now where it could not before Layer 2/3 (when it
             // does not compact short of it): it runs again, so that the next call's Layer 1
             // finds nothing left to do and a second compaction changes nothing.
@@ -354,6 +386,7 @@ impl ContextManager {
     /// Estimates use a multiplier of at least `floor`. Returns whether an attempt earned.
     pub(crate) async fn escalate(
         &self,
+        summarizer: &dyn Summarizer,
         conversation: &mut Conversation,
         budget: Budget,
         escalation: &mut Escalation<'_>,
@@ -373,7 +406,8 @@ impl ContextManager {
             let cx = self
                 .context_at_least(conversation, budget, floor)
                 .in_attempt(attempt);
-            self.apply(conversation, &cx, recovery, report).await;
+            self.apply(summarizer, conversation, &cx, recovery, report)
+                .await;
             progress.ran += 1;
             let now = measure(conversation);
             if escalation.earns(progress.kept_tokens, now, budget) {
@@ -429,13 +463,21 @@ impl ContextManager {
         let attempt = u8::try_from(attempt).unwrap_or(u8::MAX);
         let cx = self.context(conversation, budget).in_attempt(attempt);
         let before = conversation.messages.clone();
-        self.apply(conversation, &cx, recovery, report).await;
+        (self.apply(
+            self.summarizer.as_ref(),
+            conversation,
+            &cx,
+            recovery,
+            report,
+        ))
+        .await;
         report.changed_between(&before, &conversation.messages);
     }
 
     /// Applies one recovery step in the context of its attempt.
     async fn apply(
         &self,
+        summarizer: &dyn Summarizer,
         conversation: &mut Conversation,
         cx: &StepContext<'_>,
         recovery: Recovery,
@@ -461,7 +503,7 @@ impl ContextManager {
                     *conversation = pruned;
                     report.steps.extend(step);
                 } else {
-                    self.summarize(conversation, cx, recent, target, report)
+                    self.summarize(summarizer, conversation, cx, recent, target, report)
                         .await;
                 }
             }
@@ -476,7 +518,8 @@ impl ContextManager {
                         .extend(compact_tool_results(conversation, cx, CompactMode::All));
                 }
                 let target = budget.share(target);
-                self.summarize(conversation, cx, tail.of(recent), target, report)
+                let recent = tail.of(recent);
+                self.summarize(summarizer, conversation, cx, recent, target, report)
                     .await;
             }
             Recovery::BareNotice => {
@@ -499,13 +542,13 @@ impl ContextManager {
     /// that fits; falls back through ⑤ when it fails.
     async fn summarize(
         &self,
+        summarizer: &dyn Summarizer,
         conversation: &mut Conversation,
         cx: &StepContext<'_>,
         recent: usize,
         target: u64,
         report: &mut Report,
     ) {
-        let summarizer = self.summarizer.as_ref();
         let Some(plan) = summarize::plan(conversation, cx, recent, target, Summaries::Update)
         else {
             return;

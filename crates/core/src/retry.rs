@@ -20,6 +20,7 @@ use crate::engine::{ContextManager, model_of};
 use crate::escalation::{Escalation, Goal};
 use crate::llm::{Llm, LlmError};
 use crate::report::Report;
+use crate::summarizer::Summarizer;
 
 /// A successful call, with everything the cascade did to get it through.
 #[derive(Debug)]
@@ -67,8 +68,21 @@ impl ContextManager {
         conversation: &mut Conversation,
         budget: Budget,
     ) -> Result<Called<L::Output>, CallError> {
+        (self.call_with_summarizer(llm, conversation, budget, self.summarizer())).await
+    }
+
+    /// [`ContextManager::call`] with `summarizer` for ④ in place of the manager's, for this
+    /// call only: a server summarizes each request on behalf of its caller (the proxy's
+    /// summary cache bound to the request's tenant).
+    pub async fn call_with_summarizer<L: Llm>(
+        &self,
+        llm: &L,
+        conversation: &mut Conversation,
+        budget: Budget,
+        summarizer: &dyn Summarizer,
+    ) -> Result<Called<L::Output>, CallError> {
         let mut budget = budget;
-        let mut report = self.prepare(conversation, budget).await;
+        let mut report = self.prepare_using(summarizer, conversation, budget).await;
         // One walk up the ladder for the whole call: every overflow resumes it.
         let mut escalation = Escalation::new(self.config(), Goal::Earned);
         let mut floor = 0.0_f64;
@@ -122,7 +136,14 @@ impl ContextManager {
             // A run that earns nothing rolls back its steps: the conversation is then as
             // it was last sent, and the report holds no step that never reached the provider.
             if !self
-                .escalate(conversation, budget, &mut escalation, &mut report, floor)
+                .escalate(
+                    summarizer,
+                    conversation,
+                    budget,
+                    &mut escalation,
+                    &mut report,
+                    floor,
+                )
                 .await
             {
                 self.finish(conversation, budget, &mut report);

@@ -51,7 +51,7 @@ pub use config::{AdminToken, ProxyConfig};
 pub use error::ProxyError;
 pub use route::answer::REPORT_HEADER;
 pub use route::app::AppState;
-pub use route::{router, serve, serve_state};
+pub use route::{router, serve, serve_state, stop_signal};
 /// What a conversation asked the proxy to remember (the latency example measures it).
 pub use state::memory;
 /// The state store: SQLite, or Redis shared by replicas (what the CLI opens and the tests

@@ -42,12 +42,19 @@ async fn a_client_disconnect_cancels_the_upstream_request() {
     for (i, shape) in SHAPES.into_iter().enumerate() {
         let body = shape.body("hi", false);
         let request = send(&proxy, shape.path(), &body);
-        // The client gives up (drops its connection) while the upstream is thinking.
-        assert!(
-            tokio::time::timeout(Duration::from_millis(500), request)
-                .await
-                .is_err()
-        );
+        // The client gives up (drops its connection) while the upstream is thinking: once
+        // the request is there (the first one may wait for a tokenizer's tables to load).
+        let reached = async {
+            while up.hits() <= i {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        };
+        tokio::select! {
+            _ = request => panic!("{shape:?}: answered while the upstream was thinking"),
+            reached = tokio::time::timeout(Duration::from_secs(30), reached) => {
+                assert!(reached.is_ok(), "{shape:?}: the request never reached the upstream");
+            }
+        }
         let mut cancelled = false;
         for _ in 0..250 {
             if dropped.load(Ordering::SeqCst) > i {

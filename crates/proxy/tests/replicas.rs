@@ -287,3 +287,51 @@ async fn redis_stopped_mid_session_degrades_then_recovers() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A conversation in each wire format whose first turn one replica compacted continues on
+/// another with the same upstream request as on a proxy that never moved: the decision
+/// is read back from Redis (Responses too: its record was once unreadable).
+#[tokio::test]
+async fn each_wire_format_keeps_its_decision_across_replicas() {
+    use common::sticky::{WINDOW, Wire, assert_kept, send};
+    let server = RedisServer::start();
+    let dir = std::env::temp_dir().join(format!("cascade-replica-wires-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    for wire in [Wire::Chat, Wire::Anthropic, Wire::Responses] {
+        let mut script = Script::new(u64::MAX);
+        script.report_usage = false;
+        let script = Arc::new(script);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let upstream = scripted::serve(script.clone(), listener).base;
+        let config = |state: Option<String>, db: &str| {
+            let mut config = ProxyConfig::new(upstream.clone());
+            config.window.discover = false;
+            config.window.force = Some(WINDOW);
+            config.state.path = dir.join(db);
+            config.state.url = state;
+            config
+        };
+        let client = reqwest::Client::new();
+        let (first, second) = wire.turns(12, 1500);
+        let (alone, _) = start_proxy(config(None, &format!("alone-{wire:?}.db"))).await;
+        assert!(
+            send(&client, &alone, wire, &first).await,
+            "compaction needed"
+        );
+        send(&client, &alone, wire, &second).await;
+        let shared = Some(server.url(0));
+        let (a, _) = start_proxy(config(shared.clone(), "shared.db")).await;
+        let (b, _) = start_proxy(config(shared, "shared.db")).await;
+        assert!(send(&client, &a, wire, &first).await);
+        send(&client, &b, wire, &second).await;
+        let seen = script.seen();
+        assert_eq!(seen.len(), 4, "{wire:?}: one upstream call per request");
+        assert_kept(
+            wire,
+            (&seen[0].body, &seen[1].body),
+            (&seen[2].body, &seen[3].body),
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -9,7 +9,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use cascade_proxy::store::{Retention, SqliteStore};
+use cascade_proxy::store::{Retention, SqliteStore, StateStore};
 use common::{LAST, Script, history, post, start};
 use serde_json::json;
 
@@ -57,7 +57,7 @@ async fn files_are_private_and_sessions_keep_no_whole_conversation() {
     assert_eq!(stored, 1, "the compacted conversation is remembered");
     let dump: String = connection
         .query_row(
-            "SELECT group_concat(CAST(decisions AS TEXT), '') FROM sessions",
+            "SELECT group_concat(CAST(session AS TEXT), '') FROM sessions",
             [],
             |r| r.get(0),
         )
@@ -68,27 +68,28 @@ async fn files_are_private_and_sessions_keep_no_whole_conversation() {
     let _ = std::fs::remove_dir_all(&root);
 }
 
-#[test]
-fn entries_older_than_the_ttl_are_evicted() {
+#[tokio::test]
+async fn entries_older_than_the_ttl_are_evicted() {
     let root = temp_dir("ttl");
     let retention = Retention {
         ttl: Duration::from_secs(7 * 24 * 3600),
         max_bytes: 1 << 30,
     };
     let store = SqliteStore::open(&root.join("c.db"), retention).unwrap();
-    store.put_summary("k", 100, "a summary").unwrap();
-    store.add_fact("conv", "h", "a fact").unwrap();
+    store.put_summary("k", 100, "a summary").await.unwrap();
+    store.add_fact("conv", "h", "a fact").await.unwrap();
+    // One pass of the store's eviction timer, as of a day later, then of eight days later.
     store.evict(now() + 24 * 3600).unwrap();
-    assert!(store.summary("k").unwrap().is_some());
-    assert_eq!(store.facts("conv").unwrap().len(), 1);
+    assert!(store.summary("k").await.unwrap().is_some());
+    assert_eq!(store.facts("conv").await.unwrap().len(), 1);
     store.evict(now() + 8 * 24 * 3600).unwrap();
-    assert!(store.summary("k").unwrap().is_none());
-    assert!(store.facts("conv").unwrap().is_empty());
+    assert!(store.summary("k").await.unwrap().is_none());
+    assert!(store.facts("conv").await.unwrap().is_empty());
     let _ = std::fs::remove_dir_all(&root);
 }
 
-#[test]
-fn the_size_cap_evicts_the_oldest_entries() {
+#[tokio::test]
+async fn the_size_cap_evicts_the_oldest_entries() {
     let root = temp_dir("cap");
     let retention = Retention {
         ttl: Duration::from_secs(7 * 24 * 3600),
@@ -97,11 +98,22 @@ fn the_size_cap_evicts_the_oldest_entries() {
     let store = SqliteStore::open(&root.join("c.db"), retention).unwrap();
     let text = "s".repeat(1000);
     for i in 0..100 {
-        store.put_summary(&format!("k{i}"), 100, &text).unwrap();
+        store
+            .put_summary(&format!("k{i}"), 100, &text)
+            .await
+            .unwrap();
     }
+    // Writes never evict: the timer's pass does.
+    assert!(store.stored_bytes().unwrap() > 20_000);
     store.evict(now()).unwrap();
     assert!(store.stored_bytes().unwrap() <= 20_000);
-    assert!(store.summary("k99").unwrap().is_some(), "the newest stays");
-    assert!(store.summary("k0").unwrap().is_none(), "the oldest goes");
+    assert!(
+        store.summary("k99").await.unwrap().is_some(),
+        "the newest stays"
+    );
+    assert!(
+        store.summary("k0").await.unwrap().is_none(),
+        "the oldest goes"
+    );
     let _ = std::fs::remove_dir_all(&root);
 }

@@ -36,18 +36,14 @@ async fn conversation_keys_expire_and_model_keys_do_not() {
     let store = RedisStore::connect(&server.url(0), retention).unwrap();
     store.put_summary("s", 10, "a summary").await.unwrap();
     store.add_fact("c", "h", "a fact").await.unwrap();
-    let session = StoredSession {
-        format: "openai".into(),
-        originals: vec!["aa".into()],
-        decisions: b"0".to_vec(),
-    };
+    let session = StoredSession::new(context_cascade::Format::OpenAi, Vec::new(), "0".into());
     store.save_session("c", &session).await.unwrap();
     let scale = context_cascade::Scale {
         scale: 1.0,
         observations: 1,
     };
     store.save_scale("m", scale).await.unwrap();
-    for key in ["cascade:summary:s", "cascade:facts:c", "cascade:session:c"] {
+    for key in ["cascade:summary:s", "cascade:facts:c", "cascade:sticky:c"] {
         let ttl: i64 = server.command(&format!("TTL {key}"))[1..].parse().unwrap();
         assert!((3500..=3600).contains(&ttl), "{key}: TTL {ttl}");
     }

@@ -91,3 +91,35 @@ async fn openai_facts_do_not_cross_credentials() {
 async fn anthropic_facts_do_not_cross_credentials() {
     facts_stay_with_their_credential("/v1/messages", "x-api-key").await;
 }
+
+/// The engine asked to summarize without a request (no tenant) cannot reach the summary
+/// cache: not a read, not a write, never a shared default tenant. ④ fails closed and the
+/// cascade degrades as for any failed summary; a request of a tenant then finds nothing
+/// cached by that call.
+#[tokio::test]
+async fn without_a_tenant_the_engine_cannot_reach_the_summary_cache() {
+    use context_cascade::{Budget, format::parse_value};
+    let up = recording_upstream().await;
+    let mut config = ProxyConfig::new(up.base.clone());
+    config.state.path = IN_MEMORY_DB.into();
+    config.window.discover = false;
+    let (_proxy, state) = common::start_proxy(config).await;
+    let body = json!({"model": "gpt-4o", "messages": common::history(10, 3000, common::LAST)});
+    let mut conversation = parse_value(body, None).unwrap();
+    let report = state
+        .manager()
+        .compact_with_summary(&mut conversation, Budget::new(4000, 0))
+        .await;
+    let names: Vec<&str> = report.steps.iter().map(|s| s.strategy.as_str()).collect();
+    // The same history through a request summarizes (tests/state.rs): here ④ was refused.
+    assert!(
+        !names.contains(&"summarize") && names.contains(&"degrade"),
+        "{names:?}"
+    );
+    let m = state.metrics();
+    assert_eq!(
+        (m.summary_hits, m.summary_misses),
+        (0, 0),
+        "the cache was not reached"
+    );
+}

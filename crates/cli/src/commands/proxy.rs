@@ -81,10 +81,9 @@ pub(crate) fn run(args: &ProxyArgs) -> Result<(), CliError> {
         if let Ok(address) = listener.local_addr() {
             eprintln!("cascade proxy: listening on http://{address}, upstream {upstream}");
         }
-        let ctrl_c = async {
-            let _ = tokio::signal::ctrl_c().await;
-        };
-        cascade_proxy::serve_state(state, listener, ctrl_c)
+        // Ctrl-C or SIGTERM: the requests in flight finish and pending state writes land.
+        let stop = cascade_proxy::stop_signal()?;
+        cascade_proxy::serve_state(state, listener, stop)
             .await
             .map_err(CliError::from)
     })

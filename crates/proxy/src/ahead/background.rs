@@ -35,14 +35,15 @@ use context_cascade::summarizer::{Summarizer, SummaryError};
 use context_cascade::{Budget, ContextManager, Conversation, Format};
 use tokio::sync::Semaphore;
 
-use crate::state::TENANT;
+use crate::state::summary_cache::CachingSummarizer;
+use crate::state::tenancy::Tenant;
 
 /// What a job prepares from: the request as sent, its budget and its tenant.
 #[derive(Clone)]
 struct Job {
     sent: Sent,
     budget: Budget,
-    tenant: String,
+    tenant: Tenant,
 }
 
 /// The request as it went upstream: parsed (the slow path's), or the client's bytes that
@@ -66,7 +67,8 @@ impl Sent {
 
 /// The background summary jobs of one proxy.
 pub struct Background {
-    summarizer: Arc<dyn Summarizer>,
+    /// The summary cache, used through a view bound to each job's tenant.
+    summaries: Arc<CachingSummarizer>,
     /// The engine whose compaction the jobs prepare for.
     manager: Arc<ContextManager>,
     /// The conversations with a job running or waiting, each with the request answered
@@ -135,15 +137,15 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Background {
-    /// Jobs that prepare for `manager`'s compactions through `summarizer` (the proxy's
-    /// caching one), at most `jobs` at once (at least one).
+    /// Jobs that prepare for `manager`'s compactions through the proxy's summary cache, each
+    /// bound to its request's tenant, at most `jobs` at once (at least one).
     pub(crate) fn new(
-        summarizer: Arc<dyn Summarizer>,
+        summaries: Arc<CachingSummarizer>,
         manager: Arc<ContextManager>,
         jobs: usize,
     ) -> Self {
         Background {
-            summarizer,
+            summaries,
             manager,
             in_flight: Mutex::new(HashMap::new()),
             permits: Arc::new(Semaphore::new(jobs.max(1))),
@@ -198,14 +200,14 @@ impl Background {
     pub(crate) fn prepare_after(
         self: &Arc<Self>,
         key: &str,
-        tenant: &str,
+        tenant: &Tenant,
         sent: Sent,
         budget: Budget,
     ) {
         let job = Job {
             sent,
             budget,
-            tenant: tenant.to_owned(),
+            tenant: tenant.clone(),
         };
         let Some((mut claim, mut job)) = self.claim(key, job) else {
             return;
@@ -233,7 +235,9 @@ async fn run(background: &Arc<Background>, job: &Job) {
     };
     let prepare = || {
         let (manager, job) = (background.manager.clone(), job.clone());
-        let summarizer = background.summarizer.clone();
+        // The summary cache keys summaries by tenant, like the request's own would be.
+        let summarizer: Arc<dyn Summarizer> =
+            Arc::new(background.summaries.for_tenant(&job.tenant));
         let handle = tokio::runtime::Handle::current();
         // A job runs the engine on dozens of forecasts (tokenizing their made-up outputs
         // for a model counted exactly): on the blocking pool, not on a worker that serves
@@ -241,8 +245,7 @@ async fn run(background: &Arc<Background>, job: &Job) {
         tokio::task::spawn_blocking(move || {
             let conversation = job.sent.conversation()?;
             let ahead = manager.summarize_ahead(&conversation, job.budget, summarizer);
-            // The summary cache keys summaries by tenant, like the request's own would be.
-            handle.block_on(TENANT.scope(job.tenant.clone(), ahead))
+            handle.block_on(ahead)
         })
     };
     let attempt = || async {

@@ -27,6 +27,7 @@ use crate::route::pipeline::Stages;
 use crate::route::preparation::Preparation;
 use crate::route::responses::ResponsesCounters;
 use crate::route::upstream::Upstream;
+use crate::state::writes::Writes;
 use crate::state::{CachingSummarizer, StateStore, Sticky, Tenancy, open_store};
 use crate::window::budget::Budgeting;
 use crate::window::calibration::Calibrator;
@@ -64,6 +65,10 @@ pub struct AppState {
     pub(crate) status: Arc<Status>,
     /// What runs after each answer.
     observers: Vec<Box<dyn Observer>>,
+    /// State writes running in the background, flushed at shutdown.
+    writes: Writes,
+    /// The summary cache, used through a view bound to each request's tenant.
+    summaries: Arc<CachingSummarizer>,
 }
 
 /// What [`AppState::new`] builds before the engine.
@@ -83,13 +88,17 @@ impl AppState {
         config.validate_upstream()?;
         let base = foundation(&config)?;
         let inner = summarizer(&config.summarizer.spec())?;
-        let cached: Arc<dyn Summarizer> = Arc::new(
+        let summaries = Arc::new(
             CachingSummarizer::new(inner, base.store.clone(), base.metrics.clone())
                 .with_gap_share(config.cascade.experimental.prepared_summary_gap),
         );
-        let manager = Arc::new(engine(&config, cached.clone(), base.calibration));
+        // The engine's own summarizer is the cache without a tenant, which refuses: every
+        // call names its tenant's view (`call_with_summarizer`).
+        let cached: Arc<dyn Summarizer> = summaries.clone();
+        let manager = Arc::new(engine(&config, cached, base.calibration));
         let background = background::jobs_for(&config)
-            .map(|jobs| Arc::new(Background::new(cached, manager.clone(), jobs)));
+            .map(|jobs| Arc::new(Background::new(summaries.clone(), manager.clone(), jobs)));
+        let writes = Writes::default();
         let (store, labels) = (base.store, base.labels);
         let calibrator = Arc::new(Calibrator::new(
             manager.clone(),
@@ -110,7 +119,8 @@ impl AppState {
             limits,
             tenancy: base.tenancy,
             manager,
-            sticky: (config.requests.sticky_prefix).then(|| Arc::new(Sticky::new(store.clone()))),
+            sticky: (config.requests.sticky_prefix)
+                .then(|| Arc::new(Sticky::new(store.clone(), writes.clone()))),
             store,
             windows: base.windows,
             labels,
@@ -121,6 +131,8 @@ impl AppState {
             background,
             status: Arc::new(Status::new(config.status.admin_token.clone())),
             observers: Vec::new(),
+            writes,
+            summaries,
         };
         Ok(state.observed().following())
     }
@@ -159,6 +171,12 @@ impl AppState {
     /// The engine (calibration, configuration).
     pub fn manager(&self) -> &ContextManager {
         &self.manager
+    }
+
+    /// Waits for the state writes still running in the background, at most `bound`;
+    /// returns whether they all finished.
+    pub async fn flush(&self, bound: Duration) -> bool {
+        self.writes.flush(bound).await
     }
 
     /// The background summary jobs, when they are on.
@@ -211,6 +229,7 @@ impl AppState {
                 manager,
                 store,
                 upstream,
+                summaries: &self.summaries,
             },
             answering: Answering {
                 calibrator: &self.calibrator,

@@ -2,7 +2,7 @@
 //! watched upstream, which answers an overflow by compacting further (at most
 //! `max_calls` calls), and keeps the limit an overflow error states.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use context_cascade::{CallError, ContextManager};
 
@@ -13,7 +13,8 @@ use crate::route::outcome::{Cascaded, Outcome, Sent};
 use crate::route::preparation::Prepared;
 use crate::route::responses::Watched;
 use crate::route::upstream::Upstream;
-use crate::state::{StateStore, TENANT};
+use crate::state::StateStore;
+use crate::state::summary_cache::CachingSummarizer;
 use crate::window::shared;
 
 /// What the call needs.
@@ -22,6 +23,8 @@ pub(crate) struct Calling<'s> {
     /// Where other replicas' calibration is read from before the call.
     pub(crate) store: &'s dyn StateStore,
     pub(crate) upstream: &'s Upstream,
+    /// The summary cache, used through a view bound to the request's tenant.
+    pub(crate) summaries: &'s Arc<CachingSummarizer>,
 }
 
 impl Calling<'_> {
@@ -48,9 +51,11 @@ impl Calling<'_> {
         let call = (self.upstream).call(format, inbound.path(), headers, stream, original);
         let call = Watched::new(call, format).answered_already(overflowed);
         shared::before_call(self.store, self.manager).await;
-        // The summary cache below the engine sees the tenant through the task.
-        let called = self.manager.call(&call, &mut conversation, budget);
-        let result = TENANT.scope(inbound.tenant.clone(), called).await;
+        // The summary cache below the engine, bound to the request's tenant.
+        let summaries = self.summaries.for_tenant(&inbound.tenant);
+        let result = (self.manager)
+            .call_with_summarizer(&call, &mut conversation, budget, &summaries)
+            .await;
         let (report, ended, answer) = match result {
             Ok(called) => {
                 let sent = (

@@ -9,6 +9,7 @@ use bytes::Bytes;
 use context_cascade::Format;
 
 use crate::route::body::{BodyLimits, read_request_body};
+use crate::state::Tenant;
 use crate::state::Tenancy;
 
 /// A request on a cascade route, read.
@@ -20,7 +21,7 @@ pub(crate) struct Inbound {
     /// The body, as the client sent it.
     pub(crate) bytes: Bytes,
     /// The keyed hash of its credentials: whose state it may see.
-    pub(crate) tenant: String,
+    pub(crate) tenant: Tenant,
 }
 
 impl Inbound {

@@ -34,6 +34,7 @@ use self::inbound::Inbound;
 use crate::config::ProxyConfig;
 use crate::error::ProxyError;
 use crate::ops::limits::{deadline_body, serve_connections};
+use crate::state::writes::FLUSH_BOUND;
 
 /// The proxy's routes over `state`.
 pub fn router(state: Arc<AppState>) -> Router {
@@ -53,20 +54,33 @@ pub fn router(state: Arc<AppState>) -> Router {
         .with_state(state)
 }
 
-/// Serves on `listener` until Ctrl-C.
+/// Serves on `listener` until Ctrl-C or SIGTERM.
 pub async fn serve(
     config: ProxyConfig,
     listener: tokio::net::TcpListener,
 ) -> Result<(), ProxyError> {
     let state = AppState::new(config)?;
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    serve_state(state, listener, ctrl_c).await
+    serve_state(state, listener, stop_signal()?).await
+}
+
+/// Completes on Ctrl-C (SIGINT) or SIGTERM (what a service manager or an orchestrator
+/// sends to stop the proxy).
+pub fn stop_signal() -> Result<impl std::future::Future<Output = ()> + Send, ProxyError> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut terminate = signal(SignalKind::terminate())?;
+    Ok(async move {
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = terminate.recv() => {}
+        }
+        tracing::info!("stopping: finishing the requests in flight, then the state writes");
+    })
 }
 
 /// Serves an already built `state` on `listener` until `shutdown` completes (build the
-/// state first to fail on a bad configuration before listening).
+/// state first to fail on a bad configuration before listening); then lets the requests in
+/// flight finish and flushes the state writes they left pending, so that a restart loses
+/// no conversation's sticky decisions.
 pub async fn serve_state(
     state: Arc<AppState>,
     listener: tokio::net::TcpListener,
@@ -77,7 +91,11 @@ pub async fn serve_state(
         tracing::info!(%address, %upstream, "context-cascade proxy listening");
     }
     let limits = state.limits;
-    serve_connections(listener, router(state), limits, shutdown).await
+    serve_connections(listener, router(state.clone()), limits, shutdown).await?;
+    if !state.flush(FLUSH_BOUND).await {
+        tracing::warn!("stopped with state writes still pending after {FLUSH_BOUND:?}");
+    }
+    Ok(())
 }
 
 /// `ok`, or `degraded` with the reason while the store fails (requests are still served,

@@ -9,6 +9,7 @@ use bytes::Bytes;
 use context_cascade::{BoxFuture, Budget, Conversation, Format, Report};
 
 use crate::ops::metrics::CallOutcome;
+use crate::state::Tenant;
 use crate::ops::status::digest::RequestDigest;
 use crate::state::LazyHashes;
 use crate::window::discovery::Learned;
@@ -19,7 +20,7 @@ pub(crate) struct Outcome<'r> {
     /// The conversation's key under its tenant.
     pub(crate) key: String,
     /// The keyed hash of the request's credentials.
-    pub(crate) tenant: &'r str,
+    pub(crate) tenant: &'r Tenant,
     /// The model the client named (any string: see `ModelLabels` before showing it).
     pub(crate) model: String,
     /// What the engine did and measured.

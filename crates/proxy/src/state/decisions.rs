@@ -11,7 +11,7 @@
 //! body of the conversation's format.
 
 use context_cascade::format::{WriteOptions, parse, to_vec};
-use context_cascade::{Conversation, Format, Message};
+use context_cascade::{Block, Conversation, Format, Message, Role, is_cascade_notice};
 
 /// Where a message sent upstream came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -90,7 +90,7 @@ pub(crate) fn decode(
     let mut out = Vec::new();
     for token in line.split(',').filter(|t| !t.is_empty()) {
         if token == "-" {
-            out.push(written.next()?);
+            out.push(as_written(written.next()?));
         } else {
             let i: usize = token.parse().ok()?;
             if i >= known {
@@ -102,10 +102,27 @@ pub(crate) fn decode(
     written.next().is_none().then_some(out)
 }
 
+/// A message the cascade wrote, as it wrote it: a notice or summary read back from a body
+/// (which keeps the places of its `role` and `content` keys) is a fresh one again (one text
+/// block, no wire keys), which the Anthropic writer merges into
+/// the adjacent user message as it did when the decision was made. Read back as it came
+/// from the wire it would keep a turn of its own, and the upstream request would change.
+fn as_written(message: Message) -> Message {
+    match message.blocks() {
+        [Block::Text(block)]
+            if message.role() == Role::User
+                && (message.fields().keys()).all(|k| k == "role" || k == "content")
+                && is_cascade_notice(&block.text) =>
+        {
+            Message::text(Role::User, block.text.clone())
+        }
+        _ => message,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use context_cascade::Role;
 
     #[test]
     fn references_and_written_messages_round_trip() {

@@ -3,15 +3,17 @@
 //! (tenancy).
 
 pub(crate) mod decisions;
+pub(crate) mod identity;
 pub mod memory;
 pub(crate) mod stability;
 pub mod store;
 pub(crate) mod summary_cache;
 pub(crate) mod tenancy;
+pub(crate) mod writes;
 
 // What the rest of the proxy uses of the state, in one place: the request pipeline
 // (`route`), the observers, the calibration and background jobs go through these names.
 pub(crate) use self::stability::{Edit, LazyHashes, Sticky, hash_at};
 pub(crate) use self::store::{StateStore, open as open_store};
 pub(crate) use self::summary_cache::CachingSummarizer;
-pub(crate) use self::tenancy::{TENANT, Tenancy};
+pub(crate) use self::tenancy::{Tenancy, Tenant};

@@ -22,29 +22,26 @@
 //! goes.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use context_cascade::format::parse;
 use context_cascade::{Conversation, Format};
-use serde_json::Value;
-use serde_json::value::RawValue;
-use sha2::{Digest, Sha256};
 
 use crate::state::decisions::{self, Origin};
+pub(crate) use crate::state::identity::{Edit, LazyHashes, MessageId, id_at as hash_at};
 use crate::state::store::{StateStore, StoredSession};
+use crate::state::writes::Writes;
 
 /// How many conversations are kept in memory (the store keeps them all).
 const MEMORY_CAPACITY: usize = 256;
 
-/// A hash of one original message.
-pub(crate) type MessageHash = [u8; 32];
-
 /// A conversation found on disk, not yet checked against the request.
 struct Stored {
     format: Format,
-    originals: Vec<MessageHash>,
-    decisions: Vec<u8>,
+    originals: Vec<MessageId>,
+    decisions: String,
 }
 
 /// Where a conversation's entry was found.
@@ -61,7 +58,7 @@ impl Found {
         }
     }
 
-    fn originals(&self) -> &[MessageHash] {
+    fn originals(&self) -> &[MessageId] {
         match self {
             Found::Memory(e) => &e.originals,
             Found::Disk(s) => &s.originals,
@@ -72,7 +69,7 @@ impl Found {
 #[derive(Clone)]
 struct Entry {
     format: Format,
-    originals: Vec<MessageHash>,
+    originals: Vec<MessageId>,
     /// The messages sent (with an empty envelope), shared by the map, a request stitching
     /// from it and the background write.
     compacted: Arc<Conversation>,
@@ -83,134 +80,17 @@ struct Entry {
 pub(crate) struct Sticky {
     entries: Mutex<(HashMap<String, Entry>, u64)>,
     store: Arc<dyn StateStore>,
-}
-
-/// The hash of one message written as JSON.
-pub(crate) fn hash_value(value: &Value) -> MessageHash {
-    let bytes = serde_json::to_vec(value).unwrap_or_default();
-    Sha256::digest(&bytes).into()
-}
-
-/// The body's messages as the client wrote them, without building values.
-#[derive(serde::Deserialize)]
-struct RawBody<'a> {
-    #[serde(borrow, default)]
-    system: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    messages: Option<Vec<&'a RawValue>>,
-}
-
-/// The hashes of a request body's messages, one per message of the parsed conversation
-/// (Anthropic's top-level `system` counts as the first message, as the parser reads it),
-/// over the bytes the client sent for each message: no
-/// re-serialization, so it costs one scan and one SHA-256 pass over the body. `None` when
-/// the body is not an object with a `messages` array.
-pub(crate) fn raw_message_hashes(bytes: &[u8], format: Format) -> Option<Vec<MessageHash>> {
-    let body: RawBody<'_> = serde_json::from_slice(bytes).ok()?;
-    let digest = |raw: &RawValue| -> MessageHash { Sha256::digest(raw.get().as_bytes()).into() };
-    let mut out = Vec::new();
-    if format == Format::Anthropic
-        && let Some(system) = body.system
-    {
-        out.push(digest(system));
-    }
-    out.extend(body.messages?.into_iter().map(digest));
-    Some(out)
-}
-
-/// The hash of the parsed conversation's message `index`, read from the body (Anthropic's
-/// `system` is message 0 when present).
-pub(crate) fn hash_at(body: &Value, format: Format, index: usize) -> Option<MessageHash> {
-    let system = (format == Format::Anthropic)
-        .then(|| body.get("system"))
-        .flatten();
-    match (system, index) {
-        (Some(system), 0) => Some(hash_value(system)),
-        (Some(_), i) => body.get("messages")?.get(i - 1).map(hash_value),
-        (None, i) => body.get("messages")?.get(i).map(hash_value),
-    }
-}
-
-/// A change the memory injection made to a request's messages, already hashed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Edit {
-    /// The index in the parsed conversation's messages.
-    pub index: usize,
-    /// A new message was inserted there (otherwise the message there changed).
-    pub inserted: bool,
-    /// The hash of the message now at `index`.
-    pub hash: MessageHash,
-}
-
-/// The message hashes of a request, computed on first use: a conversation the cascade never
-/// changed has nothing to stitch or record, and skips hashing its body.
-pub(crate) struct LazyHashes<'a> {
-    bytes: &'a [u8],
-    format: Format,
-    edit: Option<Edit>,
-    usable: bool,
-    computed: Option<Option<Vec<MessageHash>>>,
-}
-
-impl<'a> LazyHashes<'a> {
-    /// Hashes of the messages in `bytes`, with `edit` applied.
-    pub(crate) fn new(bytes: &'a [u8], format: Format, edit: Option<Edit>) -> Self {
-        LazyHashes {
-            bytes,
-            format,
-            edit,
-            usable: true,
-            computed: None,
-        }
-    }
-
-    /// No hashes: the request cannot be matched (its messages were changed in a way the
-    /// hashes cannot follow).
-    pub(crate) fn unavailable(bytes: &'a [u8], format: Format) -> Self {
-        LazyHashes {
-            usable: false,
-            ..LazyHashes::new(bytes, format, None)
-        }
-    }
-
-    /// The memory injection applied on top of the client's messages.
-    pub(crate) fn edit(&self) -> Option<Edit> {
-        self.edit
-    }
-
-    /// The hashes, computed now if they were not yet.
-    pub(crate) fn get(&mut self) -> Option<&[MessageHash]> {
-        if self.computed.is_none() {
-            self.computed = Some(self.compute());
-        }
-        self.computed.as_ref().and_then(|h| h.as_deref())
-    }
-
-    fn compute(&self) -> Option<Vec<MessageHash>> {
-        if !self.usable {
-            return None;
-        }
-        let mut hashes = raw_message_hashes(self.bytes, self.format)?;
-        if let Some(edit) = self.edit {
-            if edit.inserted {
-                if edit.index > hashes.len() {
-                    return None;
-                }
-                hashes.insert(edit.index, edit.hash);
-            } else {
-                *hashes.get_mut(edit.index)? = edit.hash;
-            }
-        }
-        Some(hashes)
-    }
+    /// The background writes, which a graceful shutdown flushes.
+    writes: Writes,
 }
 
 impl Sticky {
-    /// Sticky prefixes backed by `store`.
-    pub(crate) fn new(store: Arc<dyn StateStore>) -> Self {
+    /// Sticky prefixes backed by `store`, written in the background through `writes`.
+    pub(crate) fn new(store: Arc<dyn StateStore>, writes: Writes) -> Self {
         Sticky {
             entries: Mutex::new((HashMap::new(), 0)),
             store,
+            writes,
         }
     }
 
@@ -239,16 +119,12 @@ impl Sticky {
                 return memory.map(Found::Memory);
             }
         };
-        let format = match stored.format.as_str() {
-            "anthropic" => Format::Anthropic,
-            "openai" => Format::OpenAi,
-            _ => return None,
-        };
-        let originals = stored
-            .originals
-            .iter()
-            .map(|h| hex::decode(h).ok()?.try_into().ok())
-            .collect::<Option<Vec<MessageHash>>>()?;
+        let StoredSession {
+            format,
+            originals,
+            decisions,
+            ..
+        } = stored;
         if let Some(entry) = memory
             && entry.format == format
             && entry.originals == originals
@@ -259,7 +135,7 @@ impl Sticky {
         Some(Found::Disk(Stored {
             format,
             originals,
-            decisions: stored.decisions,
+            decisions,
         }))
     }
 
@@ -288,8 +164,12 @@ impl Sticky {
             Found::Memory(entry) => entry.compacted.messages.clone(),
             Found::Disk(stored) => {
                 let format = stored.format;
-                let messages =
-                    decisions::decode(&stored.decisions, format, &conversation.messages, known)?;
+                let messages = decisions::decode(
+                    stored.decisions.as_bytes(),
+                    format,
+                    &conversation.messages,
+                    known,
+                )?;
                 // Kept in memory from now on: the next request of the conversation is a map
                 // hit, and forgetting it (record) also deletes the stored copy.
                 let mut guard = self.entries.lock().unwrap_or_else(|p| p.into_inner());
@@ -347,7 +227,7 @@ impl Sticky {
                         tracing::warn!(error = %e, "could not forget a sticky prefix");
                     }
                 };
-                return write(shared, delete).await;
+                return self.write(shared, delete).await;
             }
             Err(_) => return,
         };
@@ -364,7 +244,18 @@ impl Sticky {
                 tracing::warn!(error = %e, "could not persist a sticky prefix");
             }
         };
-        write(shared, save).await;
+        self.write(shared, save).await;
+    }
+
+    /// Runs a store write: awaited for a shared store (the next request may reach another
+    /// replica at once, and must find it), else in the background, tracked so that a
+    /// graceful shutdown waits for it.
+    async fn write(&self, shared: bool, write: impl Future<Output = ()> + Send + 'static) {
+        if shared {
+            write.await;
+        } else {
+            self.writes.spawn(write);
+        }
     }
 
     /// Keeps what was sent for a conversation in memory (`originals` is `None` when nothing
@@ -373,7 +264,7 @@ impl Sticky {
     fn update_memory(
         &self,
         key: &str,
-        originals: Option<Vec<MessageHash>>,
+        originals: Option<Vec<MessageId>>,
         sent: &Conversation,
     ) -> Result<Entry, bool> {
         let mut guard = self.entries.lock().unwrap_or_else(|p| p.into_inner());
@@ -394,19 +285,6 @@ impl Sticky {
         };
         insert(map, key, entry.clone());
         Ok(entry)
-    }
-}
-
-/// Runs a store write: awaited for a shared store (the next request may reach another
-/// replica at once, and must find it), else in the background, the SQLite statement on the
-/// blocking pool as always (its future is ready on the first poll).
-async fn write(shared: bool, write: impl std::future::Future<Output = ()> + Send + 'static) {
-    if shared {
-        write.await;
-    } else {
-        tokio::spawn(async move {
-            let _ = tokio::task::spawn_blocking(move || futures::executor::block_on(write)).await;
-        });
     }
 }
 
@@ -441,11 +319,8 @@ fn encode(entry: Entry, request: &[u8], edit: Option<Edit>) -> Option<StoredSess
         let all = vec![Origin::Written; sent.len()];
         decisions::encode(entry.format, sent, &all)
     });
-    Some(StoredSession {
-        format: entry.format.as_str().to_owned(),
-        originals: entry.originals.iter().map(hex::encode).collect(),
-        decisions: encoded?,
-    })
+    let decisions = String::from_utf8(encoded?).ok()?;
+    Some(StoredSession::new(entry.format, entry.originals, decisions))
 }
 
 #[cfg(test)]
@@ -454,29 +329,13 @@ mod tests {
     use crate::state::store::SqliteStore;
     use context_cascade::Message;
     use context_cascade::format::parse_value;
-    use serde_json::json;
+    use serde_json::{Value, json};
     use std::path::Path;
-
-    #[test]
-    fn raw_hashes_align_with_parsed_messages() {
-        let text =
-            br#"{"model": "m", "system": "s", "messages": [{"role": "user", "content": "a"}]}"#;
-        let raw = raw_message_hashes(text, Format::Anthropic).unwrap();
-        let body: Value = serde_json::from_slice(text).unwrap();
-        let conversation = parse_value(body.clone(), Some(Format::Anthropic)).unwrap();
-        assert_eq!(raw.len(), conversation.messages.len());
-        assert_eq!(
-            hash_at(&body, Format::Anthropic, 0),
-            Some(hash_value(&json!("s")))
-        );
-        assert!(hash_at(&body, Format::Anthropic, 2).is_none());
-        assert_eq!(raw_message_hashes(b"[1]", Format::OpenAi), None);
-    }
 
     #[tokio::test]
     async fn known_prefix_is_replaced_and_new_messages_appended() {
         let store = SqliteStore::open(Path::new(crate::config::IN_MEMORY_DB), Default::default());
-        let sticky = Sticky::new(Arc::new(store.unwrap()));
+        let sticky = Sticky::new(Arc::new(store.unwrap()), Writes::default());
         let first = json!({"model": "m", "messages": [
             {"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]});
         let first_bytes = serde_json::to_vec(&first).unwrap();
@@ -514,32 +373,60 @@ mod tests {
                 .await,
             None
         );
-        let mut none = LazyHashes::unavailable(&other_bytes, Format::OpenAi);
-        assert!(none.get().is_none());
     }
 
-    #[test]
-    fn edits_follow_the_memory_injection() {
-        let bytes = br#"{"messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]}"#;
-        let hash = [7u8; 32];
-        let edit = Edit {
-            index: 1,
-            inserted: true,
-            hash,
-        };
-        let mut hashes = LazyHashes::new(bytes, Format::OpenAi, Some(edit));
-        let got = hashes.get().unwrap().to_vec();
-        assert_eq!(got.len(), 3);
-        assert_eq!(got[1], hash);
-        let edit = Edit {
-            index: 9,
-            inserted: false,
-            hash,
-        };
-        assert!(
-            LazyHashes::new(bytes, Format::OpenAi, Some(edit))
-                .get()
-                .is_none()
-        );
+    /// A body of `format` with a system prompt and `turns` user/assistant messages.
+    fn body(format: Format, turns: usize) -> Value {
+        let messages: Vec<Value> = (0..turns)
+            .map(|i| {
+                let role = if i % 2 == 0 { "user" } else { "assistant" };
+                json!({"role": role, "content": format!("message {i}")})
+            })
+            .collect();
+        match format {
+            Format::Anthropic => json!({"model": "m", "system": "sys", "messages": messages}),
+            Format::Responses => json!({"model": "m", "instructions": "sys", "input": messages}),
+            _ => {
+                let mut all = vec![json!({"role": "system", "content": "sys"})];
+                all.extend(messages);
+                json!({"model": "m", "messages": all})
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_decision_read_back_from_the_store_stitches_in_every_format() {
+        for format in [Format::OpenAi, Format::Anthropic, Format::Responses] {
+            let store: Arc<dyn StateStore> = Arc::new(
+                SqliteStore::open(Path::new(crate::config::IN_MEMORY_DB), Default::default())
+                    .unwrap(),
+            );
+            let writes = Writes::default();
+            let sticky = Sticky::new(store.clone(), writes.clone());
+            let first = serde_json::to_vec(&body(format, 5)).unwrap();
+            let mut sent = parse(&first, Some(format)).unwrap();
+            // Messages 1-3 went upstream as one notice, between two of the client's.
+            let notice = Message::text(context_cascade::Role::User, "[3 messages removed]");
+            sent.messages.splice(2..4, [notice]);
+            let mut hashes = LazyHashes::new(&first, format, None);
+            let request = Bytes::from(first.clone());
+            sticky.record("k", &mut hashes, &sent, true, request).await;
+            assert!(writes.flush(std::time::Duration::from_secs(5)).await);
+
+            // Another proxy (or this one after its memory let the conversation go).
+            let fresh = Sticky::new(store, Writes::default());
+            let second = serde_json::to_vec(&body(format, 7)).unwrap();
+            let mut conversation = parse(&second, Some(format)).unwrap();
+            let mut hashes = LazyHashes::new(&second, format, None);
+            let stitched = fresh.stitch("k", &mut hashes, &mut conversation).await;
+            assert_eq!(stitched, Some(6), "{format:?}");
+            let texts = |m: &[Message]| m.iter().map(Message::text_content).collect::<Vec<_>>();
+            assert_eq!(
+                texts(&conversation.messages[..sent.messages.len()]),
+                texts(&sent.messages),
+                "{format:?}"
+            );
+            assert_eq!(conversation.messages.len(), sent.messages.len() + 2);
+        }
     }
 }

@@ -26,6 +26,7 @@ use sha2::{Digest, Sha256};
 
 use crate::ops::metrics::Metrics;
 use crate::state::store::StateStore;
+use crate::state::tenancy::Tenant;
 
 /// At most this many shorter ranges are looked up for a stand-in (a turn adds a few
 /// messages; parallel calls, a dozen)...
@@ -37,6 +38,11 @@ const STAND_IN_LOOKUP_TOKENS: u64 = 4_000_000;
 
 /// Caches another summarizer's answers in the state store (SQLite, or Redis shared by
 /// replicas: a summary one replica paid for is one the others reuse).
+///
+/// Summaries are the tenant's own, like the rest of a conversation's state: the cache is
+/// used through [`CachingSummarizer::for_tenant`], a view bound to the request's tenant that
+/// the engine gets for that call. Used without a tenant (as the engine's default summarizer),
+/// it fails closed: an error, no read and no write, never a shared default tenant.
 pub(crate) struct CachingSummarizer {
     inner: Arc<dyn Summarizer>,
     store: Arc<dyn StateStore>,
@@ -66,14 +72,28 @@ impl CachingSummarizer {
         self
     }
 
+    /// The cache bound to `tenant`: what a request (or a background job) of that tenant
+    /// gives the engine as its summarizer.
+    pub(crate) fn for_tenant(self: &Arc<Self>, tenant: &Tenant) -> TenantSummaries {
+        TenantSummaries {
+            cache: self.clone(),
+            tenant: tenant.clone(),
+        }
+    }
+
     /// The cache key of a request, or `None` if its messages cannot be written as JSON.
-    fn key(&self, request: &SummaryRequest) -> Option<String> {
-        self.key_of(request.messages(), request)
+    fn key(&self, tenant: &Tenant, request: &SummaryRequest) -> Option<String> {
+        self.key_of(tenant, request.messages(), request)
     }
 
     /// The cache key of `messages` with the rest of `request` (its earlier summary and
     /// chunk summaries): `key` when they are the request's own.
-    fn key_of(&self, messages: &[Message], request: &SummaryRequest) -> Option<String> {
+    fn key_of(
+        &self,
+        tenant: &Tenant,
+        messages: &[Message],
+        request: &SummaryRequest,
+    ) -> Option<String> {
         let mut conversation = Conversation::new(Format::Bare);
         conversation.messages = messages.to_vec();
         let messages = to_vec(&conversation, WriteOptions::default()).ok()?;
@@ -83,8 +103,7 @@ impl CachingSummarizer {
             hasher.update((bytes.len() as u64).to_le_bytes());
             hasher.update(bytes);
         };
-        // Summaries are the tenant's own, like the rest of a conversation's state.
-        field(crate::state::tenancy::current_tenant().as_bytes());
+        field(tenant.as_bytes());
         field(self.inner.id().as_bytes());
         field(&messages);
         field(request.previous_summary().unwrap_or("").as_bytes());
@@ -108,7 +127,7 @@ impl CachingSummarizer {
     /// A cached summary of `request`'s longest first messages allowed to stand in for it,
     /// of the few longest (each lookup writes and hashes the messages: on a range of
     /// several MB, many would cost more than the summary they save waiting for).
-    async fn stand_in(&self, request: &SummaryRequest) -> Option<String> {
+    async fn stand_in(&self, tenant: &Tenant, request: &SummaryRequest) -> Option<String> {
         let all = request.messages().len();
         let lengths = request.stand_in_lengths(self.gap_share);
         if lengths.is_empty() {
@@ -122,7 +141,7 @@ impl CachingSummarizer {
             .sum();
         let lookups = (STAND_IN_LOOKUP_TOKENS / range.max(1)).clamp(1, STAND_IN_LOOKUPS as u64);
         for length in lengths.into_iter().take(lookups as usize) {
-            let key = self.key_of(&request.messages()[..length], request)?;
+            let key = self.key_of(tenant, &request.messages()[..length], request)?;
             match self.store.summary(&key).await {
                 Ok(Some((summary, made_for))) if self.fits(&summary, made_for, request) => {
                     self.metrics.summary_stand_in();
@@ -144,6 +163,63 @@ impl CachingSummarizer {
     }
 }
 
+/// The summary cache of one tenant (see [`CachingSummarizer::for_tenant`]).
+pub(crate) struct TenantSummaries {
+    cache: Arc<CachingSummarizer>,
+    tenant: Tenant,
+}
+
+impl CachingSummarizer {
+    /// Answers `request` for `tenant`: from the cache, a stand-in, or the inner summarizer
+    /// (whose answer is cached).
+    async fn summarize_for(
+        &self,
+        tenant: &Tenant,
+        request: &SummaryRequest,
+    ) -> Result<String, SummaryError> {
+        let key = self.key(tenant, request);
+        if let Some(key) = &key {
+            match self.store.summary(key).await {
+                Ok(Some((summary, made_for))) if self.fits(&summary, made_for, request) => {
+                    self.metrics.summary_cache(true);
+                    tracing::debug!("summary cache hit");
+                    return Ok(summary);
+                }
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %e, "summary cache unavailable"),
+            }
+        }
+        self.metrics.summary_cache(false);
+        if let Some(summary) = self.stand_in(tenant, request).await {
+            return Ok(summary);
+        }
+        let summary = self.inner.summarize(request).await?;
+        if let Some(key) = &key
+            && let Err(e) = (self.store)
+                .put_summary(key, request.max_tokens(), &summary)
+                .await
+        {
+            tracing::warn!(error = %e, "could not cache a summary");
+        }
+        Ok(summary)
+    }
+}
+
+impl Summarizer for TenantSummaries {
+    fn id(&self) -> String {
+        self.cache.inner.id()
+    }
+
+    fn summarize<'a>(
+        &'a self,
+        request: &'a SummaryRequest,
+    ) -> BoxFuture<'a, Result<String, SummaryError>> {
+        Box::pin(self.cache.summarize_for(&self.tenant, request))
+    }
+}
+
+/// The cache without a tenant: refuses (see [`CachingSummarizer`]). The engine then falls
+/// back as for any failed summary (⑤), and nothing of any tenant is read or written.
 impl Summarizer for CachingSummarizer {
     fn id(&self) -> String {
         self.inner.id()
@@ -151,35 +227,12 @@ impl Summarizer for CachingSummarizer {
 
     fn summarize<'a>(
         &'a self,
-        request: &'a SummaryRequest,
+        _request: &'a SummaryRequest,
     ) -> BoxFuture<'a, Result<String, SummaryError>> {
-        Box::pin(async move {
-            let key = self.key(request);
-            if let Some(key) = &key {
-                match self.store.summary(key).await {
-                    Ok(Some((summary, made_for))) if self.fits(&summary, made_for, request) => {
-                        self.metrics.summary_cache(true);
-                        tracing::debug!("summary cache hit");
-                        return Ok(summary);
-                    }
-                    Ok(_) => {}
-                    Err(e) => tracing::warn!(error = %e, "summary cache unavailable"),
-                }
-            }
-            self.metrics.summary_cache(false);
-            if let Some(summary) = self.stand_in(request).await {
-                return Ok(summary);
-            }
-            let summary = self.inner.summarize(request).await?;
-            if let Some(key) = &key
-                && let Err(e) = (self.store)
-                    .put_summary(key, request.max_tokens(), &summary)
-                    .await
-            {
-                tracing::warn!(error = %e, "could not cache a summary");
-            }
-            Ok(summary)
-        })
+        tracing::error!("summary asked for without a tenant: refused");
+        Box::pin(std::future::ready(Err(SummaryError::Failed(
+            "the summary cache was asked without a tenant".into(),
+        ))))
     }
 }
 
@@ -191,6 +244,52 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     struct Counting(AtomicUsize);
+
+    /// The tenant of requests without credentials (one tenant like any other).
+    fn tenant() -> Tenant {
+        let tenancy = crate::state::tenancy::Tenancy::open(Path::new(crate::config::IN_MEMORY_DB));
+        tenancy.unwrap().tenant(&axum::http::HeaderMap::new())
+    }
+
+    #[test]
+    fn without_a_tenant_nothing_is_read_or_written_and_tenants_do_not_share() {
+        let store = crate::state::store::SqliteStore::open(
+            Path::new(crate::config::IN_MEMORY_DB),
+            Default::default(),
+        );
+        let store = Arc::new(store.unwrap());
+        let metrics = Arc::new(Metrics::default());
+        let inner = Arc::new(Counting(AtomicUsize::new(0)));
+        let cache = Arc::new(CachingSummarizer::new(
+            inner.clone(),
+            store.clone(),
+            metrics,
+        ));
+        let request = SummaryRequest::summarize(vec![Message::text(Role::User, "hello")], 100);
+        // The cache as the engine's default, asked without a tenant: refused, no read (the
+        // inner summarizer is not asked either) and no write.
+        assert!(pollster::block_on(cache.summarize(&request)).is_err());
+        assert_eq!(inner.0.load(Ordering::SeqCst), 0);
+        assert_eq!(store.stored_bytes().unwrap(), 0);
+        // Bound to a tenant: summarized and cached, for that tenant only.
+        let mine = cache.for_tenant(&tenant());
+        pollster::block_on(mine.summarize(&request)).unwrap();
+        pollster::block_on(mine.summarize(&request)).unwrap();
+        assert_eq!(inner.0.load(Ordering::SeqCst), 1);
+        let mut headers = axum::http::HeaderMap::new();
+        headers.insert(
+            "x-api-key",
+            axum::http::HeaderValue::from_static("sk-other"),
+        );
+        let tenancy = crate::state::tenancy::Tenancy::open(Path::new(crate::config::IN_MEMORY_DB));
+        let theirs = cache.for_tenant(&tenancy.unwrap().tenant(&headers));
+        pollster::block_on(theirs.summarize(&request)).unwrap();
+        assert_eq!(
+            inner.0.load(Ordering::SeqCst),
+            2,
+            "another tenant's summary is not shared"
+        );
+    }
 
     impl Summarizer for Counting {
         fn id(&self) -> String {
@@ -215,7 +314,12 @@ mod tests {
         let store = Arc::new(store.unwrap());
         let metrics = Arc::new(Metrics::default());
         let inner = Arc::new(Counting(AtomicUsize::new(0)));
-        let cache = CachingSummarizer::new(inner.clone(), store, metrics.clone());
+        let cache = Arc::new(CachingSummarizer::new(
+            inner.clone(),
+            store,
+            metrics.clone(),
+        ));
+        let cache = cache.for_tenant(&tenant());
         let request = SummaryRequest::summarize(vec![Message::text(Role::User, "hello")], 100);
         let a = pollster::block_on(cache.summarize(&request)).unwrap();
         let b = pollster::block_on(cache.summarize(&request)).unwrap();
@@ -242,7 +346,13 @@ mod tests {
         let inner = Arc::new(Counting(AtomicUsize::new(0)));
         let tolerant = CachingSummarizer::new(inner.clone(), store.clone(), metrics.clone())
             .with_gap_share(0.5);
-        let exact = CachingSummarizer::new(inner.clone(), store, metrics.clone());
+        let tolerant = Arc::new(tolerant).for_tenant(&tenant());
+        let exact = Arc::new(CachingSummarizer::new(
+            inner.clone(),
+            store,
+            metrics.clone(),
+        ));
+        let exact = exact.for_tenant(&tenant());
         let text = |t: &str| Message::text(Role::User, t.repeat(40));
         let first = vec![text("read src/a.rs "), text("ran cargo test ")];
         let prepared = SummaryRequest::summarize(first.clone(), 100);

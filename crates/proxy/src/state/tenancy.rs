@@ -66,7 +66,7 @@ impl Tenancy {
 
     /// The tenant of a request: the keyed hash of its credential headers (a request
     /// without any is the anonymous tenant, which is still one tenant).
-    pub(crate) fn tenant(&self, headers: &HeaderMap) -> String {
+    pub(crate) fn tenant(&self, headers: &HeaderMap) -> Tenant {
         let mut message = Vec::new();
         for name in CREDENTIAL_HEADERS {
             message.extend_from_slice(name.as_bytes());
@@ -76,7 +76,7 @@ impl Tenancy {
                 message.push(0);
             }
         }
-        hex::encode(hmac_sha256(&self.secret, &message))
+        Tenant(hex::encode(hmac_sha256(&self.secret, &message)))
     }
 
     /// The store key of `conversation` for `tenant`.
@@ -89,15 +89,26 @@ impl Tenancy {
     }
 }
 
-tokio::task_local! {
-    /// The tenant of the request this task serves, for state kept below the handler (the
-    /// summary cache, which the engine calls without request context).
-    pub static TENANT: String;
+/// Whose state a request may reach: the keyed hash of its credential. Made only by
+/// [`Tenancy::tenant`] (never empty, never a shared default), and passed explicitly to
+/// everything that keys state by it: the conversation keys ([`Tenancy::scoped`]) and the
+/// summary cache ([`crate::state::summary_cache::CachingSummarizer::for_tenant`]).
+#[derive(Clone, PartialEq, Eq)]
+pub(crate) struct Tenant(String);
+
+impl std::ops::Deref for Tenant {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        &self.0
+    }
 }
 
-/// The tenant of the current request, or "" outside one.
-pub(crate) fn current_tenant() -> String {
-    TENANT.try_with(Clone::clone).unwrap_or_default()
+impl std::fmt::Debug for Tenant {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // A keyed hash, not a secret; shortened in logs all the same.
+        write!(f, "Tenant({}…)", &self.0[..self.0.len().min(8)])
+    }
 }
 
 /// HMAC-SHA256 (RFC 2104) of `message` under `key`.
@@ -151,6 +162,10 @@ mod tests {
         assert_ne!(tenancy.tenant(&a), tenancy.tenant(&b));
         assert_eq!(tenancy.tenant(&a), tenancy.tenant(&a.clone()));
         assert!(!tenancy.tenant(&a).contains("sk-A"));
+        assert!(
+            !tenancy.tenant(&HeaderMap::new()).is_empty(),
+            "anonymous is one tenant"
+        );
         let other = Tenancy { secret: [2; 32] };
         assert_ne!(tenancy.tenant(&a), other.tenant(&a));
     }

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod scripted;
+pub mod sticky;
 
 use std::sync::Arc;
 

@@ -2,8 +2,10 @@
 //! (tests/store_contract.rs) and Redis (tests/store_redis.rs). Keys carry a per-run suffix
 //! so that runs sharing one Redis do not see each other.
 
+use cascade_proxy::store::message_id;
+use cascade_proxy::store::session::SESSION_VERSION;
 use cascade_proxy::store::{StateStore, StoredSession};
-use context_cascade::Scale;
+use context_cascade::{Format, Scale};
 
 /// Every check of the contract, in order.
 pub async fn contract(store: &dyn StateStore, run: &str) {
@@ -96,21 +98,26 @@ pub async fn calibration_persists(store: &dyn StateStore, run: &str) {
 pub async fn sessions_round_trip_and_are_forgotten(store: &dyn StateStore, run: &str) {
     let c = format!("tenant-a/conv-{run}");
     assert_eq!(store.session(&c).await.unwrap(), None);
-    let session = StoredSession {
-        format: "openai".into(),
-        originals: vec!["aa".into(), "bb".into()],
-        // Decisions are bytes, not text.
-        decisions: vec![b'0', b',', 0xff, 0x00, b'\n', b'{', b'}'],
-    };
-    store.save_session(&c, &session).await.unwrap();
-    assert_eq!(store.session(&c).await.unwrap(), Some(session.clone()));
-    let shorter = StoredSession {
-        format: "anthropic".into(),
-        originals: vec!["cc".into()],
-        decisions: b"1".to_vec(),
-    };
+    // Every wire format reads back as itself (Responses too).
+    for format in [Format::OpenAi, Format::Anthropic, Format::Responses] {
+        let session = StoredSession::new(
+            format,
+            vec![message_id(b"a"), message_id(b"b")],
+            "0,-\n{\"messages\": [\"\u{ff}\"]}".into(),
+        );
+        store.save_session(&c, &session).await.unwrap();
+        assert_eq!(store.session(&c).await.unwrap(), Some(session));
+    }
+    let shorter = StoredSession::new(Format::Anthropic, vec![message_id(b"c")], "1".into());
     store.save_session(&c, &shorter).await.unwrap();
     assert_eq!(store.session(&c).await.unwrap(), Some(shorter));
+    // A record of another version reads as none: the request runs the cascade afresh.
+    let old = StoredSession {
+        version: SESSION_VERSION - 1,
+        ..StoredSession::new(Format::OpenAi, Vec::new(), "0".into())
+    };
+    store.save_session(&c, &old).await.unwrap();
+    assert_eq!(store.session(&c).await.unwrap(), None);
     store.delete_session(&c).await.unwrap();
     assert_eq!(store.session(&c).await.unwrap(), None);
 }

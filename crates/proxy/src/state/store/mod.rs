@@ -15,6 +15,7 @@
 //! without the state; [`StateStore::failure`] feeds `/healthz`.
 
 pub mod redis;
+pub mod session;
 pub mod sqlite;
 
 use std::fs::OpenOptions;
@@ -30,7 +31,10 @@ use crate::config::{DEFAULT_STATE_MAX_BYTES, DEFAULT_STATE_TTL, ProxyConfig};
 use crate::error::ProxyError;
 
 pub use self::redis::RedisStore;
-pub use sqlite::{EVICT_EVERY, SqliteStore};
+pub use session::StoredSession;
+/// A stored session names its messages by this identity (one hash for every comparison).
+pub use crate::state::identity::{MessageId, message_id};
+pub use sqlite::{EVICT_INTERVAL, SqliteStore};
 
 /// How long conversation state is kept, and how much of it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,17 +55,6 @@ impl Default for Retention {
     }
 }
 
-/// A conversation's sticky decisions, as [`crate::state::stability`] keeps them.
-#[derive(Debug, Clone, PartialEq)]
-pub struct StoredSession {
-    /// `openai` or `anthropic`.
-    pub format: String,
-    /// Hex hashes of the original incoming messages.
-    pub originals: Vec<String>,
-    /// What went upstream in their place, see [`crate::state::decisions`].
-    pub decisions: Vec<u8>,
-}
-
 pub use crate::error::StoreError;
 
 /// What a store operation returns.
@@ -72,9 +65,9 @@ pub type StoreResult<T> = Result<T, StoreError>;
 /// Methods return [`BoxFuture`] rather than being `async fn`: the backend is chosen at run
 /// time (`--state`), so the store is an `Arc<dyn StateStore>`, and a trait with `async fn`
 /// is not dyn-compatible; boxed futures are also what the crate's other async trait
-/// ([`context_cascade::summarizer::Summarizer`]) uses. SQLite's futures finish on their
-/// first poll (each statement is a single-row read or write, as short as before); Redis'
-/// are real network round trips, each bounded by a short timeout.
+/// ([`context_cascade::summarizer::Summarizer`]) uses. SQLite's futures wait for the
+/// store's own thread to run the statement (never on the caller's task); Redis' are real
+/// network round trips, each bounded by a short timeout.
 pub trait StateStore: Send + Sync {
     /// A cached summary and the token limit it was made under.
     fn summary<'a>(&'a self, key: &'a str) -> BoxFuture<'a, StoreResult<Option<(String, u64)>>>;

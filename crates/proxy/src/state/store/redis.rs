@@ -6,8 +6,9 @@
 //!   key is the summary cache's hash, which includes the tenant.
 //! - `cascade:facts:{conversation}`: hash fact-hash → `{seq:020} {text}`; the conversation
 //!   key is the tenant's keyed hash with the conversation (see [`crate::state::tenancy`]).
-//! - `cascade:session:{conversation}`: hash `f` (format), `o` (original hashes), `d`
-//!   (decisions, bytes).
+//! - `cascade:sticky:{conversation}`: the conversation's sticky decisions, one versioned
+//!   record ([`StoredSession::to_bytes`]). (Version 2 kept a hash under `cascade:session:`,
+//!   left to expire.)
 //! - `cascade:calibration`, `cascade:windows`: hashes by model; no content, no TTL (like
 //!   SQLite's tables, which eviction never touches).
 //!
@@ -46,6 +47,8 @@ pub const BACKOFF: Duration = Duration::from_secs(1);
 const PREFIX: &str = "cascade:";
 const CALIBRATION: &str = "cascade:calibration";
 const WINDOWS: &str = "cascade:windows";
+/// The key kind of sticky decisions.
+const SESSION: &str = "sticky";
 
 /// The Redis store: one multiplexed, reconnecting connection ([`ConnectionManager`]) that
 /// every request shares (Redis pipelines the commands of concurrent requests on it).
@@ -357,32 +360,18 @@ impl StateStore for RedisStore {
         session: &'a StoredSession,
     ) -> BoxFuture<'a, StoreResult<()>> {
         Box::pin(async move {
-            let originals = session.originals.join(",");
-            let bytes = conversation.len() + originals.len() + session.decisions.len();
-            if !self.fits("sticky decisions", bytes) {
+            let value = session.to_bytes();
+            if !self.fits("sticky decisions", conversation.len() + value.len()) {
                 return Ok(());
             }
-            let key = key("session", conversation);
+            let key = key(SESSION, conversation);
             let ttl = self.ttl_secs();
             self.run(|mut c| async move {
-                redis::pipe()
-                    .atomic()
-                    .cmd("DEL")
+                redis::cmd("SET")
                     .arg(&key)
-                    .ignore()
-                    .cmd("HSET")
-                    .arg(&key)
-                    .arg("f")
-                    .arg(&session.format)
-                    .arg("o")
-                    .arg(originals)
-                    .arg("d")
-                    .arg(&session.decisions[..])
-                    .ignore()
-                    .cmd("EXPIRE")
-                    .arg(&key)
+                    .arg(value)
+                    .arg("EX")
                     .arg(ttl)
-                    .ignore()
                     .query_async(&mut c)
                     .await
             })
@@ -395,36 +384,16 @@ impl StateStore for RedisStore {
         conversation: &'a str,
     ) -> BoxFuture<'a, StoreResult<Option<StoredSession>>> {
         Box::pin(async move {
-            let key = key("session", conversation);
-            type Row = (Option<String>, Option<String>, Option<Vec<u8>>);
-            let (format, originals, decisions): Row = self
-                .run(|mut c| async move {
-                    redis::cmd("HMGET")
-                        .arg(&key)
-                        .arg("f")
-                        .arg("o")
-                        .arg("d")
-                        .query_async(&mut c)
-                        .await
-                })
-                .await?;
-            let (Some(format), Some(originals), Some(decisions)) = (format, originals, decisions)
-            else {
-                return Ok(None);
-            };
-            Ok(Some(StoredSession {
-                format,
-                originals: (originals.split(',').filter(|s| !s.is_empty()))
-                    .map(str::to_owned)
-                    .collect(),
-                decisions,
-            }))
+            let key = key(SESSION, conversation);
+            let value: Option<Vec<u8>> = self.run(|mut c| async move { c.get(&key).await }).await?;
+            // A record of another version is absent, not an error.
+            Ok(value.and_then(|bytes| StoredSession::from_bytes(&bytes)))
         })
     }
 
     fn delete_session<'a>(&'a self, conversation: &'a str) -> BoxFuture<'a, StoreResult<()>> {
         Box::pin(async move {
-            let key = key("session", conversation);
+            let key = key(SESSION, conversation);
             self.run(|mut c| async move { c.del(&key).await }).await
         })
     }

@@ -1,0 +1,308 @@
+//! The SQLite store (the embedded default): summary cache, EMA calibration per model,
+//! remembered facts per conversation, and the sticky decisions of each conversation.
+//!
+//! What is kept, and for how long (SPEC "Proxy state"): the database, its journal files and
+//! the tenancy secret are created 0600 in a 0700 directory. Conversation state is keyed by a
+//! keyed hash of the credential and the conversation, never the credential. A sticky session
+//! keeps the identities of the messages it covers and, per message sent upstream, either
+//! "the client's message i" or the text the cascade wrote in its place (a summary, a
+//! shortened tool output): never a copy of the messages the client sends again anyway.
+//! Every row carries the time it was last written; rows older than the time to live go, and
+//! beyond the size cap the oldest go first ([`SqliteStore::evict`], run at open and every
+//! [`EVICT_INTERVAL`]). Calibration rows are per model and hold no content.
+//!
+//! Off the request path: one connection, owned by the store's own thread, which runs every
+//! statement in the order they were asked for and the eviction pass on its timer. A request
+//! sends its statement there and awaits the answer; it never holds a lock over SQLite, and
+//! never pays for an eviction scan. A store failure never fails a request (callers log it
+//! and carry on without the cache).
+
+mod statements;
+
+use std::fs::{DirBuilder, OpenOptions};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::path::Path;
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use context_cascade::{BoxFuture, Scale};
+use rusqlite::Connection;
+
+use super::{Retention, StateStore, StoreError, StoreResult, StoredSession, now};
+use crate::config::IN_MEMORY_DB;
+use crate::error::ProxyError;
+
+/// How often the store's thread runs an eviction pass (and once at open).
+pub const EVICT_INTERVAL: Duration = Duration::from_secs(30);
+
+/// A statement to run on the store's thread.
+type Job = Box<dyn FnOnce(&Connection) + Send>;
+
+/// The last operation's error while the store fails (for `/healthz`).
+type Failure = Arc<Mutex<Option<String>>>;
+
+/// The SQLite store.
+pub struct SqliteStore {
+    jobs: Sender<Job>,
+    retention: Retention,
+    failure: Failure,
+}
+
+impl std::fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteStore").finish_non_exhaustive()
+    }
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the database at `path`; `":memory:"` keeps it in memory.
+    /// A directory it creates is 0700, the file 0600 (SQLite gives its journal files the
+    /// database's mode). Evicts what `retention` no longer allows, then starts the store's
+    /// thread.
+    pub fn open(path: &Path, retention: Retention) -> Result<SqliteStore, ProxyError> {
+        if path != Path::new(IN_MEMORY_DB) {
+            prepare_file(path)?;
+        }
+        let connection = Connection::open(path)?;
+        statements::prepare(&connection)?;
+        statements::evict(&connection, retention, now())?;
+        let (jobs, receiver) = std::sync::mpsc::channel();
+        let failure = Failure::default();
+        let thread_failure = failure.clone();
+        std::thread::Builder::new()
+            .name("cascade-sqlite".into())
+            .spawn(move || serve(&connection, &receiver, retention, &thread_failure))?;
+        Ok(SqliteStore {
+            jobs,
+            retention,
+            failure,
+        })
+    }
+
+    /// Runs `op` on the store's thread; the future resolves with its result.
+    fn run<T, F>(&self, op: F) -> BoxFuture<'static, StoreResult<T>>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,
+    {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let failure = self.failure.clone();
+        let sent = self.jobs.send(Box::new(move |connection| {
+            let _ = reply.send(track(&failure, op(connection)));
+        }));
+        Box::pin(async move {
+            if sent.is_err() {
+                return Err(ended());
+            }
+            answer.await.map_err(|_| ended())?.map_err(Into::into)
+        })
+    }
+
+    /// Runs `op` on the store's thread and waits for it, blocking the caller (at startup,
+    /// and for operators and tests: never on a request).
+    fn blocking<T, F>(&self, op: F) -> StoreResult<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,
+    {
+        let (reply, answer) = std::sync::mpsc::sync_channel(1);
+        let failure = self.failure.clone();
+        (self.jobs)
+            .send(Box::new(move |connection| {
+                let _ = reply.send(track(&failure, op(connection)));
+            }))
+            .map_err(|_| ended())?;
+        answer.recv().map_err(|_| ended())?.map_err(Into::into)
+    }
+
+    /// Why the store is failing, while it is (`None` when its last operation succeeded).
+    pub fn failure(&self) -> Option<String> {
+        (self.failure.lock().unwrap_or_else(|p| p.into_inner())).clone()
+    }
+
+    /// One eviction pass as of `now` (what the store's timer runs): deletes conversation
+    /// rows last written before `now - ttl`, then the oldest rows until the stored bytes
+    /// are within the cap. Returns how many rows went.
+    pub fn evict(&self, now: u64) -> StoreResult<usize> {
+        let retention = self.retention;
+        self.blocking(move |c| statements::evict(c, retention, now))
+    }
+
+    /// The bytes of conversation state stored (what the size cap counts).
+    pub fn stored_bytes(&self) -> StoreResult<u64> {
+        self.blocking(statements::total_bytes)
+    }
+
+    /// Every persisted calibration scale.
+    pub fn calibration(&self) -> StoreResult<Vec<(String, Scale)>> {
+        self.blocking(statements::calibration)
+    }
+
+    /// Every window learned from an overflow error: (model, limit, whether the limit counts
+    /// the output reserve). Like the calibration it holds no content and is kept.
+    pub fn learned_windows(&self) -> StoreResult<Vec<(String, u64, bool)>> {
+        self.blocking(statements::learned_windows)
+    }
+
+    /// How many conversations have a saved upstream request.
+    pub fn session_count(&self) -> StoreResult<u64> {
+        self.blocking(statements::session_count)
+    }
+}
+
+/// The store's thread: runs each statement as it comes, and an eviction pass whenever
+/// [`EVICT_INTERVAL`] has passed since the last (between statements, never within one);
+/// ends when the store is dropped, after the statements already sent.
+fn serve(connection: &Connection, jobs: &Receiver<Job>, retention: Retention, failure: &Failure) {
+    let mut next_eviction = Instant::now() + EVICT_INTERVAL;
+    loop {
+        let wait = next_eviction.saturating_duration_since(Instant::now());
+        match jobs.recv_timeout(wait) {
+            Ok(job) => job(connection),
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => return,
+        }
+        if Instant::now() >= next_eviction {
+            let evicted = track(failure, statements::evict(connection, retention, now()));
+            match evicted {
+                Ok(0) => {}
+                Ok(rows) => tracing::debug!(rows, "evicted old proxy state"),
+                Err(e) => tracing::warn!(error = %e, "could not evict old proxy state"),
+            }
+            next_eviction = Instant::now() + EVICT_INTERVAL;
+        }
+    }
+}
+
+/// Records whether an operation failed, for [`SqliteStore::failure`].
+fn track<T>(failure: &Failure, result: rusqlite::Result<T>) -> rusqlite::Result<T> {
+    let mut failure = failure.lock().unwrap_or_else(|p| p.into_inner());
+    *failure = result.as_ref().err().map(ToString::to_string);
+    result
+}
+
+fn ended() -> StoreError {
+    StoreError::Unavailable("the SQLite store's thread has ended".into())
+}
+
+/// Creates the database's directory 0700 (when it does not exist) and the file 0600
+/// (tightening an existing file's mode: it holds conversation state).
+fn prepare_file(path: &Path) -> Result<(), ProxyError> {
+    if let Some(parent) = path.parent()
+        && !parent.as_os_str().is_empty()
+        && !parent.exists()
+    {
+        DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(parent)?;
+    }
+    if path.is_dir() {
+        // Not a database: SQLite says so in its own words (a store error).
+        return Ok(());
+    }
+    let file = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(path)?;
+    file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    Ok(())
+}
+
+/// The trait over the store's thread: each future waits for its statement's answer.
+impl StateStore for SqliteStore {
+    fn summary<'a>(&'a self, key: &'a str) -> BoxFuture<'a, StoreResult<Option<(String, u64)>>> {
+        let key = key.to_owned();
+        self.run(move |c| statements::summary(c, &key))
+    }
+
+    fn put_summary<'a>(
+        &'a self,
+        key: &'a str,
+        max_tokens: u64,
+        summary: &'a str,
+    ) -> BoxFuture<'a, StoreResult<()>> {
+        let (key, summary) = (key.to_owned(), summary.to_owned());
+        self.run(move |c| statements::put_summary(c, &key, max_tokens, &summary))
+    }
+
+    fn calibration(&self) -> BoxFuture<'_, StoreResult<Vec<(String, Scale)>>> {
+        self.run(statements::calibration)
+    }
+
+    fn save_scale<'a>(&'a self, model: &'a str, scale: Scale) -> BoxFuture<'a, StoreResult<()>> {
+        let model = model.to_owned();
+        self.run(move |c| statements::save_scale(c, &model, scale))
+    }
+
+    fn learned_windows(&self) -> BoxFuture<'_, StoreResult<Vec<(String, u64, bool)>>> {
+        self.run(statements::learned_windows)
+    }
+
+    fn save_learned_window<'a>(
+        &'a self,
+        model: &'a str,
+        limit: u64,
+        counts_reserve: bool,
+    ) -> BoxFuture<'a, StoreResult<()>> {
+        let model = model.to_owned();
+        self.run(move |c| statements::save_learned_window(c, &model, limit, counts_reserve))
+    }
+
+    fn add_fact<'a>(
+        &'a self,
+        conversation: &'a str,
+        hash: &'a str,
+        text: &'a str,
+    ) -> BoxFuture<'a, StoreResult<bool>> {
+        let (conversation, hash, text) =
+            (conversation.to_owned(), hash.to_owned(), text.to_owned());
+        self.run(move |c| statements::add_fact(c, &conversation, &hash, &text))
+    }
+
+    fn touch_facts<'a>(&'a self, conversation: &'a str) -> BoxFuture<'a, StoreResult<()>> {
+        let conversation = conversation.to_owned();
+        self.run(move |c| statements::touch_facts(c, &conversation))
+    }
+
+    fn facts<'a>(&'a self, conversation: &'a str) -> BoxFuture<'a, StoreResult<Vec<String>>> {
+        let conversation = conversation.to_owned();
+        self.run(move |c| statements::facts(c, &conversation))
+    }
+
+    fn save_session<'a>(
+        &'a self,
+        conversation: &'a str,
+        session: &'a StoredSession,
+    ) -> BoxFuture<'a, StoreResult<()>> {
+        let (conversation, record) = (conversation.to_owned(), session.to_bytes());
+        self.run(move |c| statements::save_session(c, &conversation, &record))
+    }
+
+    fn session<'a>(
+        &'a self,
+        conversation: &'a str,
+    ) -> BoxFuture<'a, StoreResult<Option<StoredSession>>> {
+        let conversation = conversation.to_owned();
+        self.run(move |c| statements::session(c, &conversation))
+    }
+
+    fn delete_session<'a>(&'a self, conversation: &'a str) -> BoxFuture<'a, StoreResult<()>> {
+        let conversation = conversation.to_owned();
+        self.run(move |c| statements::delete_session(c, &conversation))
+    }
+
+    fn check(&self) -> BoxFuture<'_, ()> {
+        Box::pin(std::future::ready(()))
+    }
+
+    fn failure(&self) -> Option<String> {
+        SqliteStore::failure(self)
+    }
+
+    fn shared(&self) -> bool {
+        false
+    }
+}
