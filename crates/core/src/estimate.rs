@@ -6,6 +6,8 @@
 //! re-reads the text. Calibration (see [`crate::Calibration`]) scales the prior to what the
 //! provider really counts.
 
+#[cfg(feature = "exact")]
+mod chunked;
 pub mod counter;
 #[cfg(feature = "exact")]
 pub mod exact;

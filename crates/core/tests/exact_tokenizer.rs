@@ -6,7 +6,7 @@
 // A panic is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use context_cascade::estimate::exact::{Encoding, ExactCounter};
+use context_cascade::estimate::exact::{CHUNK_BYTES, Encoding, ExactCounter};
 use proptest::prelude::*;
 use serde_json::Value;
 
@@ -120,6 +120,48 @@ fn counts_edge_cases_of_the_split_as_tiktoken_does() {
     assert_same(pairs, &" ".repeat(5_000));
     assert_same(pairs, &"ab".repeat(10_000));
     assert_same(pairs, &"\n \t".repeat(1_000));
+}
+
+/// Texts longer than a chunk whose pieces are all shorter: the check for long pieces runs
+/// the tokenizer's pattern over them (no letter is followed by a space, no digit breaks
+/// them), finds none, and the count is tiktoken's, exactly.
+#[test]
+fn counts_long_texts_of_short_pieces_as_tiktoken_does() {
+    let pairs = pairs();
+    let size = 4 * CHUNK_BYTES;
+    for unit in [
+        "中文字符，日本語のテキスト、한국어。",
+        "CamelCase_snake-case/path.ext,",
+        "\u{301}é!?¿ñ",
+        "=\n\t",
+    ] {
+        let text = unit.repeat(size / unit.len() + 1);
+        assert_same(pairs, &text);
+    }
+}
+
+/// A run longer than a chunk is counted in chunks: within a token per cut of tiktoken.
+#[test]
+fn counts_a_long_run_in_chunks_within_a_token_per_cut() {
+    let cuts = 3;
+    let run: String = (0..CHUNK_BYTES * cuts + 100)
+        .map(|i| char::from(b'a' + (i * 7 % 26) as u8))
+        .collect();
+    for text in [
+        run.clone(),
+        format!("before {run} after, 42"),
+        "=".repeat(run.len()),
+    ] {
+        for (ours, reference) in pairs() {
+            let exact = reference.encode_ordinary(&text).len() as i64;
+            let counted = ours.count(&text) as i64;
+            assert!(
+                (counted - exact).abs() <= cuts as i64,
+                "{:?}: {counted} in chunks, {exact} by tiktoken",
+                ours.encoding()
+            );
+        }
+    }
 }
 
 proptest! {

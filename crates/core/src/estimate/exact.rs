@@ -20,6 +20,7 @@ use std::sync::{Mutex, OnceLock};
 use rustc_hash::FxHasher;
 use serde_json::Value;
 
+use super::chunked::{Cutter, parts};
 use super::counter::TokenCounter;
 use crate::conversation::{Block, Conversation, Message};
 
@@ -82,10 +83,13 @@ const MEMO_CAPACITY: usize = 1 << 16;
 
 type Memo = HashMap<(u64, usize), u64, BuildHasherDefault<FxHasher>>;
 
+pub use super::chunked::CHUNK_BYTES;
+
 /// A loaded tokenizer, with its memo of message counts.
 pub struct ExactCounter {
     encoding: Encoding,
     bpe: tiktoken_rs::CoreBPE,
+    cutter: Cutter,
     memo: Mutex<Memo>,
 }
 
@@ -120,6 +124,15 @@ pub fn counter_for_model(model: &str) -> Option<&'static dyn TokenCounter> {
 impl ExactCounter {
     /// Loads the tokenizer's ranks (embedded in tiktoken-rs; no network).
     pub fn new(encoding: Encoding) -> Result<Self, crate::error::Error> {
+        Self::with_chunk(encoding, CHUNK_BYTES)
+    }
+
+    /// The tokenizer, merging pieces up to `chunk` bytes whole ([`CHUNK_BYTES`] in use;
+    /// another size for tests that cut or must not).
+    pub(crate) fn with_chunk(
+        encoding: Encoding,
+        chunk: usize,
+    ) -> Result<Self, crate::error::Error> {
         let bpe = match encoding {
             Encoding::O200kBase => tiktoken_rs::o200k_base(),
             Encoding::Cl100kBase => tiktoken_rs::cl100k_base(),
@@ -128,6 +141,7 @@ impl ExactCounter {
         Ok(ExactCounter {
             encoding,
             bpe,
+            cutter: Cutter::new(encoding, chunk),
             memo: Mutex::new(Memo::default()),
         })
     }
@@ -137,9 +151,17 @@ impl ExactCounter {
         self.encoding
     }
 
-    /// Tokens of a text.
+    /// Tokens of a text: exact when no piece of it is longer than [`CHUNK_BYTES`] (so
+    /// for any ordinary text), otherwise with each longer piece counted in chunks
+    /// (`estimate::chunked`), which can differ by under a token per cut.
     pub fn count(&self, text: &str) -> usize {
-        self.bpe.count_ordinary(text)
+        let cuts = self.cutter.cuts(text);
+        if cuts.is_empty() {
+            return self.bpe.count_ordinary(text);
+        }
+        parts(text, &cuts)
+            .map(|part| self.bpe.count_ordinary(part))
+            .sum()
     }
 
     /// The benchmarks' yardstick: tokens of a request counted over the same texts the
