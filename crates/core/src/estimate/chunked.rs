@@ -17,20 +17,21 @@
 use std::ops::Range;
 use std::sync::OnceLock;
 
-use super::exact::Encoding;
-
 /// The longest piece merged whole, in bytes. Far longer than any piece of ordinary text
 /// (words, numbers, indentation), short enough that merging one costs well under a
 /// millisecond and a megabyte.
 pub const CHUNK_BYTES: usize = 8 * 1024;
 
-/// cl100k_base's pattern, as tiktoken-rs 0.12 builds it (o200k_base's is exported).
-const CL100K_BASE_PAT_STR: &str = "'(?i:[sdmt]|ll|ve|re)|[^\\r\\n\\p{L}\\p{N}]?+\\p{L}++|\\p{N}{1,3}+| ?[^\\s\\p{L}\\p{N}]++[\\r\\n]*+|\\s++$|\\s*[\\r\\n]|\\s+(?!\\S)|\\s";
+/// o200k_base's pattern (tiktoken-rs exports it).
+pub(crate) const O200K_BASE_PATTERN: &str = tiktoken_rs::O200K_BASE_PAT_STR;
+
+/// cl100k_base's pattern, as tiktoken-rs 0.12 builds it (it does not export it).
+pub(crate) const CL100K_BASE_PATTERN: &str = "'(?i:[sdmt]|ll|ve|re)|[^\\r\\n\\p{L}\\p{N}]?+\\p{L}++|\\p{N}{1,3}+| ?[^\\s\\p{L}\\p{N}]++[\\r\\n]*+|\\s++$|\\s*[\\r\\n]|\\s+(?!\\S)|\\s";
 
 /// A tokenizer's pattern, to find the pieces longer than a chunk (compiled on the first
 /// text that may hold one: most processes never see one).
 pub(crate) struct Cutter {
-    encoding: Encoding,
+    pattern: &'static str,
     chunk: usize,
     pieces: OnceLock<Option<fancy_regex::Regex>>,
 }
@@ -38,18 +39,18 @@ pub(crate) struct Cutter {
 impl std::fmt::Debug for Cutter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Cutter")
-            .field("encoding", &self.encoding)
             .field("chunk", &self.chunk)
             .finish_non_exhaustive()
     }
 }
 
 impl Cutter {
-    /// The cutter of `encoding`'s pattern, cutting pieces longer than `chunk` bytes (at
-    /// least 4: a cut lands on a character boundary).
-    pub(crate) fn new(encoding: Encoding, chunk: usize) -> Self {
+    /// The cutter of a tokenizer's `pattern` ([`O200K_BASE_PATTERN`],
+    /// [`CL100K_BASE_PATTERN`]), cutting pieces longer than `chunk` bytes (at least 4: a
+    /// cut lands on a character boundary).
+    pub(crate) fn new(pattern: &'static str, chunk: usize) -> Self {
         Cutter {
-            encoding,
+            pattern,
             chunk: chunk.max(4),
             pieces: OnceLock::new(),
         }
@@ -88,12 +89,8 @@ impl Cutter {
     /// The compiled pattern; `None` if it does not compile (it is the one tiktoken-rs
     /// compiles, so never in practice), and then nothing is cut.
     fn pieces(&self) -> Option<&fancy_regex::Regex> {
-        let pattern = match self.encoding {
-            Encoding::O200kBase => tiktoken_rs::O200K_BASE_PAT_STR,
-            Encoding::Cl100kBase => CL100K_BASE_PAT_STR,
-        };
         let compiled = self.pieces.get_or_init(|| {
-            fancy_regex::Regex::new(pattern)
+            fancy_regex::Regex::new(self.pattern)
                 .inspect_err(|error| {
                     tracing::warn!(%error, "the tokenizer's pattern: long pieces are not cut");
                 })
@@ -153,8 +150,15 @@ fn may_hold_a_piece_over(text: &[u8], chunk: usize) -> bool {
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
-    use super::super::exact::ExactCounter;
     use super::*;
+
+    /// Both tokenizers: their pattern and their BPE.
+    fn tokenizers() -> [(&'static str, tiktoken_rs::CoreBPE); 2] {
+        [
+            (O200K_BASE_PATTERN, tiktoken_rs::o200k_base().unwrap()),
+            (CL100K_BASE_PATTERN, tiktoken_rs::cl100k_base().unwrap()),
+        ]
+    }
 
     /// Pseudo-random text of `n` bytes drawn from `alphabet` (xorshift, fixed seed).
     fn random_text(alphabet: &[char], n: usize) -> String {
@@ -170,7 +174,7 @@ mod tests {
     }
 
     fn cutter(chunk: usize) -> Cutter {
-        Cutter::new(Encoding::O200kBase, chunk)
+        Cutter::new(O200K_BASE_PATTERN, chunk)
     }
 
     #[test]
@@ -229,19 +233,18 @@ mod tests {
             random_text(&['中', '文', '字', '符', '日', '本'], 20_000),
             "a".repeat(20_000),
         ];
-        for encoding in [Encoding::O200kBase, Encoding::Cl100kBase] {
-            let whole = ExactCounter::with_chunk(encoding, usize::MAX).unwrap();
-            let chunked = ExactCounter::with_chunk(encoding, 1024).unwrap();
-            let cutter = Cutter::new(encoding, 1024);
+        for (pattern, bpe) in tokenizers() {
+            let cutter = Cutter::new(pattern, 1024);
             for text in &kinds {
                 let cuts = cutter.cuts(text);
-                assert!(cuts.len() >= 19, "{encoding:?}: {} cuts", cuts.len());
+                assert!(cuts.len() >= 19, "{} cuts", cuts.len());
                 assert_eq!(parts(text, &cuts).collect::<String>(), *text);
-                let exact = whole.count(text) as i64;
-                let counted = chunked.count(text) as i64;
+                let exact = bpe.count_ordinary(text) as i64;
+                let counted: usize = parts(text, &cuts).map(|p| bpe.count_ordinary(p)).sum();
+                let counted = counted as i64;
                 assert!(
                     (counted - exact).abs() <= cuts.len() as i64,
-                    "{encoding:?} {:?}…: {counted} counted in chunks, {exact} whole",
+                    "{:?}…: {counted} counted in chunks, {exact} whole",
                     &text[..12]
                 );
             }
@@ -264,9 +267,9 @@ mod tests {
         }
         assert!(texts.len() > 1_000, "{} texts", texts.len());
         let mut long_pieces = 0;
-        for encoding in [Encoding::O200kBase, Encoding::Cl100kBase] {
+        for pattern in [O200K_BASE_PATTERN, CL100K_BASE_PATTERN] {
             for chunk in [8, 32] {
-                let pieces = Cutter::new(encoding, chunk);
+                let pieces = Cutter::new(pattern, chunk);
                 let pieces = pieces.pieces().unwrap();
                 for text in &texts {
                     let longest = (pieces.find_iter(text))
@@ -277,7 +280,7 @@ mod tests {
                         long_pieces += 1;
                         assert!(
                             may_hold_a_piece_over(text.as_bytes(), chunk),
-                            "{encoding:?}, chunk {chunk}: missed a piece of {longest} bytes"
+                            "chunk {chunk}: missed a piece of {longest} bytes in {text:?}"
                         );
                     }
                 }

@@ -20,7 +20,7 @@ use std::sync::{Mutex, OnceLock};
 use rustc_hash::FxHasher;
 use serde_json::Value;
 
-use super::chunked::{Cutter, parts};
+use super::chunked::{CL100K_BASE_PATTERN, Cutter, O200K_BASE_PATTERN, parts};
 use super::counter::TokenCounter;
 use crate::conversation::{Block, Conversation, Message};
 
@@ -124,15 +124,6 @@ pub fn counter_for_model(model: &str) -> Option<&'static dyn TokenCounter> {
 impl ExactCounter {
     /// Loads the tokenizer's ranks (embedded in tiktoken-rs; no network).
     pub fn new(encoding: Encoding) -> Result<Self, crate::error::Error> {
-        Self::with_chunk(encoding, CHUNK_BYTES)
-    }
-
-    /// The tokenizer, merging pieces up to `chunk` bytes whole ([`CHUNK_BYTES`] in use;
-    /// another size for tests that cut or must not).
-    pub(crate) fn with_chunk(
-        encoding: Encoding,
-        chunk: usize,
-    ) -> Result<Self, crate::error::Error> {
         let bpe = match encoding {
             Encoding::O200kBase => tiktoken_rs::o200k_base(),
             Encoding::Cl100kBase => tiktoken_rs::cl100k_base(),
@@ -141,7 +132,13 @@ impl ExactCounter {
         Ok(ExactCounter {
             encoding,
             bpe,
-            cutter: Cutter::new(encoding, chunk),
+            cutter: Cutter::new(
+                match encoding {
+                    Encoding::O200kBase => O200K_BASE_PATTERN,
+                    Encoding::Cl100kBase => CL100K_BASE_PATTERN,
+                },
+                CHUNK_BYTES,
+            ),
             memo: Mutex::new(Memo::default()),
         })
     }
