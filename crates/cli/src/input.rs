@@ -1,5 +1,7 @@
 //! Reading a command's input: a file, or standard input for `-` (or no file at all).
 
+mod duplicate_keys;
+
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
@@ -45,10 +47,23 @@ fn read_stdin() -> Result<Input, CliError> {
 }
 
 /// Parses a request body (or a bare message array), auto-detecting the format unless
-/// `format` forces one. A parse error keeps the library's JSON path and problem.
+/// `format` forces one. A parse error keeps the library's JSON path and problem. A body
+/// whose object repeats a key is refused: the parser keeps one of the values, so the body
+/// written back would not say what the caller's said.
 pub(crate) fn parse(input: &Input, format: Option<Format>) -> Result<Conversation, CliError> {
-    context_cascade::format::parse(&input.bytes, format)
-        .map_err(|e| CliError::bad_input(&input.name, e.path, e.problem))
+    let conversation = context_cascade::format::parse(&input.bytes, format)
+        .map_err(|e| CliError::bad_input(&input.name, e.path, e.problem))?;
+    match duplicate_keys::find(&input.bytes) {
+        None => Ok(conversation),
+        Some(duplicate) => Err(CliError::bad_input(
+            &input.name,
+            duplicate.path,
+            format!(
+                "duplicate key {}: a JSON object must not repeat a key (which value was meant?)",
+                duplicate.key
+            ),
+        )),
+    }
 }
 
 /// Reads and parses in one go.

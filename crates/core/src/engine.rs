@@ -218,13 +218,16 @@ impl ContextManager {
         let cx = self.context(conversation, budget);
         let tokens = cx.tokens(conversation);
         let format = conversation.format;
-        Report::start(
-            format,
-            budget,
-            tokens,
-            conversation.messages.len(),
-            cx.estimator.multiplier,
-        )
+        Report {
+            estimated_messages: cx.estimator.estimated_messages(conversation),
+            ..Report::start(
+                format,
+                budget,
+                tokens,
+                conversation.messages.len(),
+                cx.estimator.multiplier,
+            )
+        }
     }
 
     /// Pins every user message that asks to remember something, so that no strategy

@@ -6,6 +6,8 @@
 //! re-reads the text. Calibration (see [`crate::Calibration`]) scales the prior to what the
 //! provider really counts.
 
+#[cfg(feature = "exact")]
+mod chunked;
 pub mod counter;
 #[cfg(feature = "exact")]
 pub mod exact;
@@ -82,6 +84,17 @@ impl Weights {
     }
 }
 
+/// Characters past which a message or a text is estimated with the calibrated prior even
+/// when the model's tokenizer is public, because counting it exactly would cost more than
+/// its precision is worth. Ordinary text counts at about 40 ns a character, but text with
+/// no break (one long run of letters, symbols or whitespace) costs 0.2–0.45 µs a character
+/// even cut into chunks (`estimate::exact`; 1–5 s for 10 MB), where the prior costs about
+/// 1 ns. At this size a message costs at most about half a second, and holds over 250K
+/// tokens of ordinary text: more than most windows, so that compaction must cut it
+/// whatever its exact count. A report says how many messages were estimated so
+/// ([`crate::Report::estimated_messages`]).
+pub const EXACT_COUNT_MAX_CHARS: u64 = 1 << 20;
+
 /// The estimate in force: the prior's weights times the model's calibration multiplier,
 /// or, where the model's tokenizer is public, an exact [`TokenCounter`] for whole messages,
 /// texts and requests (parts of messages, which no provider bills alone, keep the prior).
@@ -126,34 +139,68 @@ impl Estimator {
         (self.weights.prior(counts) * self.multiplier).ceil() as u64
     }
 
-    /// Tokens of a whole request (messages and `tools`): exact with a counter.
+    /// Tokens of a whole request (messages and `tools`): exact with a counter, but for
+    /// messages too long to count exactly ([`EXACT_COUNT_MAX_CHARS`]).
     pub fn tokens(&self, conversation: &Conversation) -> u64 {
         match self.counter {
-            Some(counter) => counter.request(conversation),
+            Some(counter) => {
+                let messages: u64 = (conversation.messages.iter())
+                    .map(|m| self.message_tokens(m))
+                    .sum();
+                messages + counter.request_overhead(conversation)
+            }
             None => self.tokens_of(&ClassCounts::of_conversation(conversation)),
         }
     }
 
-    /// Tokens of one message (cached counts, or the cached exact count).
+    /// Tokens of one message (cached counts, or the cached exact count). A message longer
+    /// than [`EXACT_COUNT_MAX_CHARS`] is estimated even with a counter.
     pub fn message_tokens(&self, message: &Message) -> u64 {
         match self.counter {
-            Some(counter) => message.exact_tokens(counter.key(), || counter.message(message)),
-            None => self.tokens_of(&message.counts()),
+            Some(counter) if counts_exactly(&message.counts()) => {
+                message.exact_tokens(counter.key(), || counter.message(message))
+            }
+            _ => self.tokens_of(&message.counts()),
         }
     }
 
-    /// Tokens of a text.
+    /// Tokens of a text (estimated past [`EXACT_COUNT_MAX_CHARS`], as a message).
     pub fn text_tokens(&self, text: &str) -> u64 {
         match self.counter {
-            Some(counter) => counter.text(text),
+            Some(counter) if text.len() as u64 <= EXACT_COUNT_MAX_CHARS => counter.text(text),
+            Some(counter) => {
+                let counts = ClassCounts::of_str(text);
+                if counts_exactly(&counts) {
+                    counter.text(text)
+                } else {
+                    self.tokens_of(&counts)
+                }
+            }
             None => self.tokens_of(&ClassCounts::of_str(text)),
         }
+    }
+
+    /// How many messages of `conversation` this estimator estimates although it has an
+    /// exact counter, because they are longer than [`EXACT_COUNT_MAX_CHARS`] (0 without
+    /// a counter).
+    pub fn estimated_messages(&self, conversation: &Conversation) -> usize {
+        if self.counter.is_none() {
+            return 0;
+        }
+        (conversation.messages.iter())
+            .filter(|m| !counts_exactly(&m.counts()))
+            .count()
     }
 
     /// The weight of one character, calibrated.
     pub fn char_tokens(&self, ch: char) -> f64 {
         self.weights.of_char(ch) * self.multiplier
     }
+}
+
+/// Whether text of these counts is short enough to count exactly.
+fn counts_exactly(counts: &ClassCounts) -> bool {
+    Weights::chars(counts) <= EXACT_COUNT_MAX_CHARS
 }
 
 impl Default for Estimator {
@@ -226,6 +273,59 @@ mod tests {
         assert_eq!(c.letters, 4 + 4 + 1);
         assert_eq!(c.digits, 2);
         assert!(c.punctuation >= 8);
+    }
+
+    /// A tokenizer that counts one token per character.
+    #[derive(Debug)]
+    struct PerChar;
+
+    impl TokenCounter for PerChar {
+        fn name(&self) -> &str {
+            "per-char"
+        }
+        fn message(&self, message: &Message) -> u64 {
+            message.text_content().chars().count() as u64
+        }
+        fn request_overhead(&self, _: &Conversation) -> u64 {
+            3
+        }
+        fn text(&self, text: &str) -> u64 {
+            text.chars().count() as u64
+        }
+    }
+
+    static PER_CHAR: PerChar = PerChar;
+
+    #[test]
+    fn a_message_too_long_to_count_exactly_is_estimated() {
+        let limit = EXACT_COUNT_MAX_CHARS as usize;
+        let body = serde_json::json!({"model": "gpt-4o", "messages": [
+            {"role": "user", "content": "hello"},
+            {"role": "user", "content": "a".repeat(limit)},
+            {"role": "user", "content": "b".repeat(limit + 1)},
+        ]});
+        let conversation = crate::format::parse(body.to_string().as_bytes(), None).unwrap();
+        let [short, at_limit, over] = &conversation.messages[..] else {
+            panic!("three messages")
+        };
+        let exact = Estimator::new(Weights::default(), 2.0).with_counter(Some(&PER_CHAR));
+        assert_eq!(exact.message_tokens(short), 5);
+        assert_eq!(exact.message_tokens(at_limit), limit as u64);
+        // Past the limit, the calibrated prior (here 0.23 × 2 a letter), not the counter.
+        let prior = exact.tokens_of(&over.counts());
+        assert_eq!(exact.message_tokens(over), prior);
+        assert!(prior < limit as u64);
+        assert_eq!(exact.tokens(&conversation), 5 + limit as u64 + prior + 3);
+        assert_eq!(exact.estimated_messages(&conversation), 1);
+        // The same rule for a bare text.
+        let text = "c".repeat(limit + 1);
+        assert_eq!(
+            exact.text_tokens(&text),
+            exact.tokens_of(&ClassCounts::of_str(&text))
+        );
+        assert_eq!(exact.text_tokens(&text[..limit]), limit as u64);
+        // Without a counter everything is the prior, and nothing is estimated "instead".
+        assert_eq!(Estimator::default().estimated_messages(&conversation), 0);
     }
 
     #[test]

@@ -134,6 +134,16 @@ pub struct Report {
     /// Why it cannot fit, when it cannot.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// Messages of the request as received whose tokens are the calibrated estimate
+    /// although the model's tokenizer is public: each longer than
+    /// [`crate::estimate::EXACT_COUNT_MAX_CHARS`], past which an exact count costs more
+    /// than it is worth. Not serialized when 0 (every message counted as usual).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub estimated_messages: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 impl Report {
@@ -177,6 +187,7 @@ impl Report {
             first_changed: None,
             uncached_tokens: 0,
             reason: None,
+            estimated_messages: 0,
         }
     }
 
@@ -277,6 +288,58 @@ mod tests {
             assert_eq!(json["format"], name);
             assert_eq!(format.as_str(), name);
         }
+    }
+
+    /// A tokenizer that counts one token per character.
+    #[derive(Debug)]
+    struct PerChar;
+
+    impl crate::estimate::TokenCounter for PerChar {
+        fn name(&self) -> &str {
+            "per-char"
+        }
+        fn message(&self, message: &Message) -> u64 {
+            message.text_content().chars().count() as u64
+        }
+        fn request_overhead(&self, _: &crate::Conversation) -> u64 {
+            0
+        }
+        fn text(&self, text: &str) -> u64 {
+            text.chars().count() as u64
+        }
+    }
+
+    static PER_CHAR: PerChar = PerChar;
+
+    /// Compacts a request for gpt-4o (counted by [`PerChar`]) whose tool result is `result`.
+    fn compact_with_exact_counts(result: &str) -> serde_json::Value {
+        use crate::{CascadeConfig, ContextManager};
+        let manager = ContextManager::new(CascadeConfig::default()).with_token_counters(
+            std::sync::Arc::new(|model: &str| {
+                (model == "gpt-4o")
+                    .then_some(&PER_CHAR as &'static dyn crate::estimate::TokenCounter)
+            }),
+        );
+        let body = serde_json::json!({"model": "gpt-4o", "messages": [
+            {"role": "user", "content": "print the file"},
+            {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function",
+                "function": {"name": "read_file", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": result},
+            {"role": "user", "content": "what is in it?"},
+        ]});
+        let mut conversation = crate::format::parse(body.to_string().as_bytes(), None).unwrap();
+        let report = manager.compact(&mut conversation, Budget::new(1_000_000, 0));
+        serde_json::to_value(&report).unwrap()
+    }
+
+    #[test]
+    fn the_report_says_when_a_message_was_too_long_to_count_exactly() {
+        let limit = crate::estimate::EXACT_COUNT_MAX_CHARS as usize;
+        let report = compact_with_exact_counts(&"x".repeat(limit + 1));
+        assert_eq!(report["estimated_messages"], 1);
+        // Otherwise the report is what it always was: no such key.
+        let report = compact_with_exact_counts("a short file");
+        assert!(report.get("estimated_messages").is_none(), "{report}");
     }
 
     #[test]

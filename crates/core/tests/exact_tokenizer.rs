@@ -6,7 +6,7 @@
 // A panic is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use context_cascade::estimate::exact::{Encoding, ExactCounter};
+use context_cascade::estimate::exact::{CHUNK_BYTES, Encoding, ExactCounter};
 use proptest::prelude::*;
 use serde_json::Value;
 
@@ -120,6 +120,69 @@ fn counts_edge_cases_of_the_split_as_tiktoken_does() {
     assert_same(pairs, &" ".repeat(5_000));
     assert_same(pairs, &"ab".repeat(10_000));
     assert_same(pairs, &"\n \t".repeat(1_000));
+}
+
+/// Texts longer than a chunk whose pieces are all shorter: the check for long pieces runs
+/// the tokenizer's pattern over them (no letter is followed by a space, no digit breaks
+/// them), finds none, and the count is tiktoken's, exactly.
+#[test]
+fn counts_long_texts_of_short_pieces_as_tiktoken_does() {
+    let pairs = pairs();
+    let size = 4 * CHUNK_BYTES;
+    for unit in [
+        "中文字符，日本語のテキスト、한국어。",
+        "CamelCase_snake-case/path.ext,",
+        "\u{301}é!?¿ñ",
+        "=\n\t",
+    ] {
+        let text = unit.repeat(size / unit.len() + 1);
+        assert_same(pairs, &text);
+    }
+}
+
+/// A run longer than a chunk is counted in chunks: each chunk as tiktoken counts it alone,
+/// which is within a token per cut of tiktoken's count of the whole run.
+#[test]
+fn counts_a_long_run_in_chunks_within_a_token_per_cut() {
+    let cuts = 3;
+    let mut seed = 23u64;
+    let run: String = (0..CHUNK_BYTES * cuts + 100)
+        .map(|_| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            char::from(b'a' + (seed % 26) as u8)
+        })
+        .collect();
+    let mut moved = 0;
+    for (ours, reference) in pairs() {
+        let whole = reference.encode_ordinary(&run).len();
+        let in_chunks: usize = (run.as_bytes().chunks(CHUNK_BYTES))
+            .map(|chunk| {
+                reference
+                    .encode_ordinary(std::str::from_utf8(chunk).unwrap())
+                    .len()
+            })
+            .sum();
+        assert_eq!(ours.count(&run), in_chunks, "{:?}", ours.encoding());
+        assert!(
+            whole.abs_diff(in_chunks) <= cuts,
+            "{whole} whole, {in_chunks} in chunks"
+        );
+        moved += usize::from(whole != in_chunks);
+        // Around the run (a newline never joins a run of letters), the text counts as it did.
+        let text = format!("before\n{run}\nafter, 42");
+        let around = reference.encode_ordinary("before\n").len()
+            + reference.encode_ordinary("\nafter, 42").len();
+        assert_eq!(
+            ours.count(&text),
+            around + in_chunks,
+            "{:?}",
+            ours.encoding()
+        );
+    }
+    // The run is one where cutting shows (so that the test tells cut from uncut).
+    assert!(moved > 0);
 }
 
 proptest! {

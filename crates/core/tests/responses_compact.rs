@@ -123,6 +123,7 @@ fn every_recovery_attempt_leaves_a_valid_body() {
             first_changed: None,
             uncached_tokens: 0,
             reason: None,
+            estimated_messages: 0,
         };
         pollster::block_on(manager.recover(&mut c, budget, attempt, &mut report));
         assert!(!report.steps.is_empty(), "attempt {attempt}: nothing done");

@@ -20,6 +20,7 @@ use std::sync::{Mutex, OnceLock};
 use rustc_hash::FxHasher;
 use serde_json::Value;
 
+use super::chunked::{CL100K_BASE_PATTERN, Cutter, O200K_BASE_PATTERN, parts};
 use super::counter::TokenCounter;
 use crate::conversation::{Block, Conversation, Message};
 
@@ -82,10 +83,13 @@ const MEMO_CAPACITY: usize = 1 << 16;
 
 type Memo = HashMap<(u64, usize), u64, BuildHasherDefault<FxHasher>>;
 
+pub use super::chunked::CHUNK_BYTES;
+
 /// A loaded tokenizer, with its memo of message counts.
 pub struct ExactCounter {
     encoding: Encoding,
     bpe: tiktoken_rs::CoreBPE,
+    cutter: Cutter,
     memo: Mutex<Memo>,
 }
 
@@ -128,6 +132,13 @@ impl ExactCounter {
         Ok(ExactCounter {
             encoding,
             bpe,
+            cutter: Cutter::new(
+                match encoding {
+                    Encoding::O200kBase => O200K_BASE_PATTERN,
+                    Encoding::Cl100kBase => CL100K_BASE_PATTERN,
+                },
+                CHUNK_BYTES,
+            ),
             memo: Mutex::new(Memo::default()),
         })
     }
@@ -137,9 +148,17 @@ impl ExactCounter {
         self.encoding
     }
 
-    /// Tokens of a text.
+    /// Tokens of a text: exact when no piece of it is longer than [`CHUNK_BYTES`] (so
+    /// for any ordinary text), otherwise with each longer piece counted in chunks
+    /// (`estimate::chunked`), which can differ by under a token per cut.
     pub fn count(&self, text: &str) -> usize {
-        self.bpe.count_ordinary(text)
+        let cuts = self.cutter.cuts(text);
+        if cuts.is_empty() {
+            return self.bpe.count_ordinary(text);
+        }
+        parts(text, &cuts)
+            .map(|part| self.bpe.count_ordinary(part))
+            .sum()
     }
 
     /// The benchmarks' yardstick: tokens of a request counted over the same texts the

@@ -374,6 +374,7 @@ mod tests {
             first_changed: Some(4),
             uncached_tokens: 250,
             reason: None,
+            estimated_messages: 0,
         };
         m.report(&report, CallOutcome::Answered);
         m.report(&report, CallOutcome::Answered);

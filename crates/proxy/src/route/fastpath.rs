@@ -233,7 +233,8 @@ impl FastPath {
             blocks: remember || message.is_pinned() || message.fields().contains_key("_pin"),
             counts: message.counts(),
             largest_result,
-            exact: estimator.counter.map(|c| (c.key(), c.message(message))),
+            // As the engine counts it: a message too long to count exactly is estimated.
+            exact: (estimator.counter).map(|c| (c.key(), estimator.message_tokens(message))),
             digest: message_hash(message),
         };
         let mut memo = self.facts.lock().unwrap_or_else(|p| p.into_inner());
@@ -300,7 +301,9 @@ fn request_tokens(
     match estimator.counter {
         Some(counter) => {
             let messages: u64 = facts.iter().filter_map(|f| f.exact.map(|e| e.1)).sum();
-            let leading: u64 = skeleton.messages.iter().map(|m| counter.message(m)).sum();
+            let leading: u64 = (skeleton.messages.iter())
+                .map(|m| estimator.message_tokens(m))
+                .sum();
             messages + leading + counter.request_overhead(skeleton)
         }
         None => estimator.tokens_of(counts),

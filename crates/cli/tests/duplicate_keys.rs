@@ -1,0 +1,117 @@
+//! The `cascade` binary refuses a body whose object repeats a key (exit 2, one line naming
+//! the object's JSON path): written back, such a body would hold one value where the
+//! caller sent two.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, unreachable_pub)] // test code: a failure is a test failure
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+
+const BIN: &str = env!("CARGO_BIN_EXE_cascade");
+
+fn temp_file(name: &str, bytes: &[u8]) -> PathBuf {
+    let path = std::env::temp_dir().join(format!(
+        "cascade-duplicate-keys-{}-{name}",
+        std::process::id()
+    ));
+    std::fs::write(&path, bytes).unwrap();
+    path
+}
+
+fn run(args: &[&str], stdin: &[u8]) -> Output {
+    let mut child = Command::new(BIN)
+        .args(args)
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn cascade");
+    child.stdin.take().unwrap().write_all(stdin).unwrap();
+    child.wait_with_output().expect("wait for cascade")
+}
+
+/// Asserts exit 2, nothing on stdout and exactly `expected` (one line) on stderr.
+fn assert_refused(out: &Output, expected: &str) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "stderr: {err}");
+    assert!(out.stdout.is_empty(), "stdout: {:?}", out.stdout);
+    assert_eq!(err, format!("{expected}\n"));
+}
+
+const WHY: &str = "a JSON object must not repeat a key (which value was meant?)";
+
+#[test]
+fn compact_refuses_a_repeated_top_level_key_and_names_the_file() {
+    let body = br#"{"model":"gpt-4o","model":"claude-sonnet-4-5","messages":[{"role":"user","content":"hi"}]}"#;
+    let file = temp_file("top.json", body);
+    let name = file.to_str().unwrap();
+    let out = run(&["compact", name, "--window", "8000"], b"");
+    assert_refused(
+        &out,
+        &format!("cascade: {name}: $: duplicate key \"model\": {WHY}"),
+    );
+}
+
+#[test]
+fn the_path_names_the_object_inside_the_messages() {
+    let body = br#"{"model":"gpt-4o","messages":[
+        {"role":"system","content":"be brief"},
+        {"role":"user","content":"a"},
+        {"role":"assistant","content":"b"},
+        {"role":"user","content":"first","content":"second"}]}"#;
+    let out = run(&["compact", "-", "--window", "8000"], body);
+    assert_refused(
+        &out,
+        &format!("cascade: <stdin>: $.messages[3]: duplicate key \"content\": {WHY}"),
+    );
+    // Every command that reads a conversation reads it the same way.
+    let out = run(&["inspect", "-"], body);
+    assert_refused(
+        &out,
+        &format!("cascade: <stdin>: $.messages[3]: duplicate key \"content\": {WHY}"),
+    );
+    let nested = br#"{"model":"claude-sonnet-4-5","messages":[{"role":"user","content":[
+        {"type":"text","text":"a"},
+        {"type":"tool_result","tool_use_id":"t1","content":"x","is_error":false,"is_error":true}]}]}"#;
+    let out = run(&["compact", "-", "--window", "8000"], nested);
+    assert_refused(
+        &out,
+        &format!("cascade: <stdin>: $.messages[0].content[1]: duplicate key \"is_error\": {WHY}"),
+    );
+}
+
+#[test]
+fn the_same_key_in_different_objects_is_no_repeat() {
+    let body = br#"{"model":"gpt-4o","messages":[
+        {"role":"user","content":"a"},
+        {"role":"assistant","content":"b","tool_calls":[
+            {"id":"c1","type":"function","function":{"name":"ls","arguments":"{\"path\":\"/\",\"path\":\"/tmp\"}"}}]},
+        {"role":"tool","tool_call_id":"c1","content":"ok"}]}"#;
+    // A repeat inside a string (the tool call's arguments) is text, not a key of the body.
+    let out = run(&["compact", "-", "--window", "8000"], body);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let written: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        written["messages"][1]["tool_calls"][0]["function"]["arguments"],
+        r#"{"path":"/","path":"/tmp"}"#
+    );
+}
+
+#[test]
+fn invalid_json_is_reported_as_such_even_with_a_repeated_key() {
+    let out = run(
+        &["compact", "-", "--window", "8000"],
+        br#"{"model":"a","model":"b","messages":["#,
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("invalid JSON"), "{err}");
+    assert!(!err.contains("duplicate"), "{err}");
+}
