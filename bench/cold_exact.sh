@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# BENCHMARKS.md §11, "Cold cost of exact counts": section 2's `cascade compact` rows (whole
+# docs/benchmarks.md §11, "Cold cost of exact counts": section 2's `cascade compact` rows (whole
 # process, model gpt-4o, so exact counts where the cascade needs them) for two or more
 # binaries side by side, interleaved run by run; prints min / median / max per binary and
 # the ratio of medians to the first binary; then each binary's peak RSS on the ~1M-token

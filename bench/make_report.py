@@ -1,8 +1,8 @@
-"""Assembles BENCHMARKS.md from one run's results (bench/out/rust.json + rust.md,
+"""Assembles docs/benchmarks.md from one run's results (bench/out/rust.json + rust.md,
 python.json + python.md, rss.jsonl), with the machine described and every goal of issues 2
 and 5 stated as met or missed with its measured figure. Standard library only.
 
-    python3 bench/make_report.py --out bench/out --seconds N > BENCHMARKS.md
+    python3 bench/make_report.py --out bench/out --seconds N > docs/benchmarks.md
 """
 import argparse
 import json
@@ -59,7 +59,7 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--out", default="bench/out")
     p.add_argument("--seconds", type=float, default=0.0)
-    p.add_argument("--keep", help="an earlier BENCHMARKS.md: its sections after 5 (measured by "
+    p.add_argument("--keep", help="an earlier docs/benchmarks.md: its sections after 5 (measured by "
                    "their own commands, not by run.sh) are carried over as they are")
     args = p.parse_args()
     read = lambda name: open(os.path.join(args.out, name)).read()  # noqa: E731

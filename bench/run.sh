@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Every benchmark of issue 5 in one command, then BENCHMARKS.md:
+# Every benchmark of issue 5 in one command, then docs/benchmarks.md:
 #   (1) preparation cost, (3) estimator accuracy, (4) cost curves  - Rust, bench_report (crates/bench)
 #   (2) LiteLLM / LangChain trim_messages vs the cascade          - Python, bench/py_trim.py
 #   (5) peak RSS of `cascade compact` on the ~1M-token request     - bench/rss.py
@@ -12,7 +12,7 @@ OUT=bench/out
 mkdir -p "$OUT/inputs"
 PHASES="$OUT/phases.tsv"
 : > "$PHASES"
-# Logs a phase start and records its offset (seconds since START) for BENCHMARKS.md.
+# Logs a phase start and records its offset (seconds since START) for docs/benchmarks.md.
 log() {
   echo "[bench +$(($(date +%s) - START))s] $*" >&2
   printf '%s\t%s\n' "$(($(date +%s) - START))" "$*" >> "$PHASES"
@@ -62,8 +62,8 @@ log "(5) peak RSS on the ~1M-token request"
 rm -f "$OUT/compacted-1m.tmp"
 
 ELAPSED=$(($(date +%s) - START))
-log "writing BENCHMARKS.md (${ELAPSED}s so far)"
+log "writing docs/benchmarks.md (${ELAPSED}s so far)"
 # Sections 6 and later come from their own commands: carried over from the current file.
-python3 bench/make_report.py --out "$OUT" --seconds "$ELAPSED" --keep BENCHMARKS.md > "$OUT/BENCHMARKS.md"
-mv "$OUT/BENCHMARKS.md" BENCHMARKS.md
-log "done in $(($(date +%s) - START))s: BENCHMARKS.md, $OUT/"
+python3 bench/make_report.py --out "$OUT" --seconds "$ELAPSED" --keep docs/benchmarks.md > "$OUT/benchmarks.md"
+mv "$OUT/benchmarks.md" docs/benchmarks.md
+log "done in $(($(date +%s) - START))s: docs/benchmarks.md, $OUT/"

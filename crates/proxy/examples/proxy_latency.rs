@@ -3,7 +3,7 @@
 //! each extending the previous one) or need ②, with the fast path off (the path before
 //! issue 15) and on, side by side; and the requests per second through each with 64
 //! concurrent clients. `--breakdown` times the slow path's phases and exact counting on the
-//! 100K request instead. Not a test: numbers for BENCHMARKS.md. Every server runs in this
+//! 100K request instead. Not a test: numbers for docs/benchmarks.md. Every server runs in this
 //! process on loopback.
 //!
 //! ```text

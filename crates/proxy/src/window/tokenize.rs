@@ -1,7 +1,7 @@
 //! A model's first request counted by the llama.cpp server that serves it.
 //!
 //! Until the upstream's first usage report, the estimate is the prior alone, off by 6–14%
-//! on a Llama model's first requests (BENCHMARKS.md §11); later requests are calibrated by
+//! on a Llama model's first requests (docs/benchmarks.md §11); later requests are calibrated by
 //! the usage each answer reports, within 0.2% median. A llama.cpp server (found by window
 //! discovery, `GET /props`) can count the first one itself: `POST /apply-template` renders
 //! the request with the model's chat template, `POST /tokenize` counts it, and the count

@@ -260,7 +260,7 @@ pub fn markdown(curves: &[Curve]) -> String {
                     .map(|(k, v)| format!("{k}×{v}"))
                     .collect::<Vec<_>>()
                     .join(", "),
-                format!("[svg](bench/out/{})", c.svg),
+                format!("[svg](../bench/out/{})", c.svg),
             ]
         })
         .collect();
@@ -283,7 +283,7 @@ pub fn markdown(curves: &[Curve]) -> String {
     out.push('\n');
     for c in curves {
         out.push_str(&format!(
-            "![{} at {}K](bench/out/{})\n\n",
+            "![{} at {}K](../bench/out/{})\n\n",
             c.fixture,
             c.window / 1000,
             c.svg

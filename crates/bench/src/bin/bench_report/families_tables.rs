@@ -38,7 +38,7 @@ fn family_rows(rows: &[FamilyRow], rule: impl Fn(&FamilyRow) -> &RuleStats) -> V
         .collect()
 }
 
-/// The section's generated part (the prose around it lives in BENCHMARKS.md).
+/// The section's generated part (the prose around it lives in docs/benchmarks.md).
 pub fn markdown(families: &[FamilyRow], rules: &Rules, cost: &[CostRow]) -> String {
     let header = [
         "family",
