@@ -261,8 +261,7 @@ impl ContextManager {
                     .extend(compact_tool_results(conversation, &cx, CompactMode::All));
             }
             if cx.tokens(conversation) > target
-                && let Some(plan) =
-                    summarize::plan(conversation, &cx, recent, target, Summaries::Keep)
+                && let Some(plan) = middle::plan(conversation, &cx, recent, target, Summaries::Keep)
             {
                 report
                     .steps
@@ -506,8 +505,7 @@ impl ContextManager {
         report: &mut Report,
     ) {
         let summarizer = self.summarizer.as_ref();
-        let Some(plan) = summarize::plan(conversation, cx, recent, target, Summaries::Update)
-        else {
+        let Some(plan) = middle::plan(conversation, cx, recent, target, Summaries::Update) else {
             return;
         };
         match summarize::summarize_history(conversation, cx, summarizer, &plan).await {

@@ -29,8 +29,8 @@ use crate::BoxFuture;
 use crate::config::Budget;
 use crate::conversation::{Conversation, Message};
 use crate::engine::{ContextManager, model_of};
+use crate::join::join_all;
 use crate::report::Report;
-use crate::summarize::join_all;
 use crate::summarizer::{Summarizer, SummaryError, SummaryRequest};
 
 /// At most this many summaries are kept by [`PreparedSummaries`]: one compaction needs at

@@ -11,11 +11,11 @@ use std::collections::HashMap;
 
 use serde_json::{Map, Value};
 
-use super::calls::{call_files, short_command};
-use super::errors::{self, Outcome, Output};
 use super::requests;
 use super::{CommandEntry, ErrorEntry, FileEntry, Run, Trail, TrailConfig};
 use crate::conversation::{Block, Message, Role, ToolCall, ToolResult};
+use crate::extract::{self as errors, Outcome, Output};
+use crate::extract::{call_files, short_command};
 use crate::markers;
 use crate::tool_names::{CallActivity, FileOp};
 

@@ -5,7 +5,8 @@ use super::extract::shows_fixed;
 use super::render::{
     COMMANDS, ERRORS, FILES, FILES_UNDER, FIXED, FROM, LEFT_OUT, REQUESTS, ROOT, SAME_SOURCE,
 };
-use super::{CommandEntry, ErrorEntry, FileEntry, LeftOut, Trail, errors};
+use super::{CommandEntry, ErrorEntry, FileEntry, LeftOut, Trail};
+use crate::extract as errors;
 use crate::tool_names::FileOp;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
