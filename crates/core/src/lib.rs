@@ -104,6 +104,7 @@ mod step;
 mod summarize;
 mod trail;
 mod truncate;
+mod untouched;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -131,3 +132,4 @@ pub use remember::RememberPolicy;
 pub use report::{Report, Step, Strategy};
 pub use retry::{CallError, Called};
 pub use trail::{TrailConfig, TrailStats};
+pub use untouched::Load;

@@ -544,7 +544,7 @@ pub(crate) fn exact_counts(
         counter_for_model("gpt-4o");
         counter_for_model("gpt-4");
     });
-    manager.with_token_counters(Arc::new(counter_for_model))
+    manager.with_exact_counts()
 }
 
 /// Without the feature every model is estimated.

@@ -108,3 +108,26 @@ impl ContextManager {
         StepContext::new(&self.config, budget, estimator)
     }
 }
+
+/// Exact counts (feature `exact`): the one way to set them up.
+#[cfg(feature = "exact")]
+impl ContextManager {
+    /// Counts the requests of OpenAI models exactly, each with its model's tokenizer
+    /// (o200k_base, cl100k_base); other models keep the prior. A tokenizer's tables load on
+    /// its first count (about 80 ms): a server may count once at startup, on a thread of its
+    /// own, so that no request waits for them.
+    pub fn with_exact_counts(self) -> Self {
+        self.with_token_counters(std::sync::Arc::new(
+            crate::estimate::exact::counter_for_model,
+        ))
+    }
+
+    /// Counts every request with the tokenizer of `model`, whatever model the request names
+    /// (a command line's `--model`); the prior when `model` has no public tokenizer.
+    pub fn with_exact_counts_as(self, model: &str) -> Self {
+        let model = model.to_owned();
+        self.with_token_counters(std::sync::Arc::new(move |_: &str| {
+            crate::estimate::exact::counter_for_model(&model)
+        }))
+    }
+}

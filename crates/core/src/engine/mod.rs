@@ -149,11 +149,18 @@ impl ContextManager {
     /// compacted, then ③ down to the tail a summary would keep).
     pub fn compact(&self, conversation: &mut Conversation, budget: Budget) -> Report {
         let mut report = self.start_report(conversation, budget);
-        self.layer1(conversation, budget, &mut report);
-        if self.should_preemptive_compact(conversation, budget) {
-            let mut escalation = Escalation::before_call(&self.config, Goal::Under(1.0));
-            self.escalate_without_summarizer(conversation, budget, &mut escalation, &mut report);
+        if self.would_change(conversation, budget) {
             self.layer1(conversation, budget, &mut report);
+            if self.should_preemptive_compact(conversation, budget) {
+                let mut escalation = Escalation::before_call(&self.config, Goal::Under(1.0));
+                self.escalate_without_summarizer(
+                    conversation,
+                    budget,
+                    &mut escalation,
+                    &mut report,
+                );
+                self.layer1(conversation, budget, &mut report);
+            }
         }
         self.finish(conversation, budget, &mut report);
         report
@@ -199,14 +206,17 @@ impl ContextManager {
         escalation: &mut Escalation<'_>,
     ) -> Report {
         let mut report = self.start_report(conversation, budget);
-        self.layer1(conversation, budget, &mut report);
-        if self.should_preemptive_compact(conversation, budget) {
-            self.escalate(conversation, budget, escalation, &mut report, 0.0)
-                .await;
-            // ② may reach its watermark now where it could not before Layer 2/3 (when it
-            // does not compact short of it): it runs again, so that the next call's Layer 1
-            // finds nothing left to do and a second compaction changes nothing.
+        // Most calls need nothing: then no strategy is even tried.
+        if self.would_change(conversation, budget) {
             self.layer1(conversation, budget, &mut report);
+            if self.should_preemptive_compact(conversation, budget) {
+                self.escalate(conversation, budget, escalation, &mut report, 0.0)
+                    .await;
+                // ② may reach its watermark now where it could not before Layer 2/3 (when
+                // it does not compact short of it): it runs again, so that the next call's
+                // Layer 1 finds nothing left to do and a second compaction changes nothing.
+                self.layer1(conversation, budget, &mut report);
+            }
         }
         self.finish(conversation, budget, &mut report);
         report
