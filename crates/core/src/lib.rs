@@ -88,6 +88,7 @@ mod engine;
 mod error;
 mod escalation;
 mod extract;
+mod identity;
 mod join;
 mod llm;
 mod markers;
@@ -122,6 +123,7 @@ pub use conversation::{
 pub use engine::ContextManager;
 pub use error::{Error, ParseError};
 pub use escalation::{OldResults, Recovery, Tail};
+pub use identity::{BadMessageId, MessageId};
 pub use llm::{Completion, Llm, LlmError};
 pub use markers::{
     COMPACTED, RESULT_REMOVED, SUMMARY_PREFIX, SUMMARY_SECTIONS, TRUNCATED, is_cascade_notice,
