@@ -8,16 +8,16 @@
 //! summary: every old tool result compacted, then ③ down to the tail a summary would keep.
 
 use super::{ContextManager, log_kept};
-use crate::compact_tools::{CompactMode, compact_tool_results};
 use crate::config::Budget;
 use crate::conversation::Conversation;
 use crate::escalation::{self, Escalation, OldResults, Progress, Recovery};
 use crate::middle::{self, KeepRules, Summaries};
-use crate::prune::{prune_history, recent_messages};
 use crate::report::Report;
 use crate::step::StepContext;
-use crate::truncate::truncate_to_fit;
-use crate::{degrade, summarize};
+use crate::strategy::compact_tools::{CompactMode, compact_tool_results};
+use crate::strategy::prune::{prune_history, recent_messages};
+use crate::strategy::truncate::truncate_to_fit;
+use crate::strategy::{degrade, summarize};
 
 /// A summary an attempt calls for: ④ keeping at most `recent` messages, down to `target`
 /// tokens.

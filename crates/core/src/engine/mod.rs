@@ -13,7 +13,6 @@ mod ladder;
 
 use crate::calibrate::Calibration;
 use crate::catalog::Catalog;
-use crate::compact_tools::{CompactMode, compact_tool_results};
 use crate::config::{Budget, CascadeConfig};
 use crate::conversation::{Block, Conversation};
 use crate::escalation::{Escalation, Goal};
@@ -23,8 +22,9 @@ use crate::middle;
 use crate::offline::OfflineSummarizer;
 use crate::report::{Report, Step};
 use crate::step::StepContext;
+use crate::strategy::compact_tools::{CompactMode, compact_tool_results};
+use crate::strategy::truncate::truncate_tool_results;
 use crate::summarizer::Summarizer;
-use crate::truncate::truncate_tool_results;
 
 /// Keeps conversations inside their budget: the cascade, its configuration, the injected
 /// summarizer and the per-model calibration of the token estimate.

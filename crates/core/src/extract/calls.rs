@@ -1,7 +1,8 @@
 //! What one tool call names: its files (with what it did to each), its command, whether
-//! it read only part of a file. Paths come from the offline summarizer's argument keys
-//! (`offline/facts.rs`) and path recogniser (`offline/scan.rs`); what a call does, from
-//! `tool_names` (the table ② uses); what a shell step does to a path, from its verb.
+//! it read only part of a file. Paths come from the argument keys and the path recogniser
+//! of this module (`paths.rs`), the ones the offline summarizer reads too; what a call
+//! does, from `tool_names` (the table ② uses); what a shell step does to a path, from its
+//! verb.
 
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex};

@@ -48,7 +48,7 @@ pub(crate) fn replace_middle(
     let replaced = split.fates.iter().filter(|f| **f != Fate::Keep).count();
     split.apply(conversation, replacement);
     let repair = repair_tool_pairs(conversation);
-    // Tentative: the engine may roll this step back; it logs what it keeps (engine.rs).
+    // Tentative: the engine may roll this step back; it logs what it keeps (engine/ladder.rs).
     tracing::debug!(
         strategy = stamp.strategy.as_str(),
         replaced,

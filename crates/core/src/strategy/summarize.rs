@@ -9,7 +9,8 @@
 //!
 //! A summary that is empty, cut off, larger than what it replaces or too large for the
 //! room left is a failure, returned with whatever chunk summaries succeeded so that
-//! ⑤ (degrade.rs) can fall back level by level.
+//! ⑤ (degrade.rs) can fall back level by level. The plan, the summarizer's call and the
+//! checks are shared with ⑤ and live in `crate::middle`.
 
 use crate::conversation::{Conversation, Message};
 use crate::middle::{self, Failure, Fate, Plan, Split};
