@@ -35,8 +35,11 @@ struct Run {
     initial: Conversation,
     /// The last kept state and the number of steps that led to it.
     kept: Option<(Conversation, usize)>,
+    budget: Budget,
     /// The estimate's multiplier is at least this (after an overflow).
     floor: f64,
+    /// The attempt applied last, not yet judged.
+    pending: Option<u8>,
 }
 
 impl ContextManager {
@@ -52,17 +55,8 @@ impl ContextManager {
         floor: f64,
     ) -> bool {
         let mut run = self.begin(conversation, budget, report, floor);
-        while let Some((attempt, cx, recovery)) = self.next(&run, escalation, conversation, budget)
-        {
-            if let Some(due) = self.apply(conversation, &cx, recovery, report) {
-                self.summarize(conversation, &cx, due, report).await;
-            }
-            self.judge(
-                &mut run,
-                escalation,
-                (conversation, budget, report),
-                attempt,
-            );
+        while let Some((cx, due)) = self.advance(&mut run, escalation, conversation, report) {
+            self.summarize(conversation, &cx, due, report).await;
         }
         self.end(run, conversation, report)
     }
@@ -76,17 +70,8 @@ impl ContextManager {
         report: &mut Report,
     ) -> bool {
         let mut run = self.begin(conversation, budget, report, 0.0);
-        while let Some((attempt, cx, recovery)) = self.next(&run, escalation, conversation, budget)
-        {
-            if let Some(due) = self.apply(conversation, &cx, recovery, report) {
-                stand_in_for_summary(conversation, &cx, due, report);
-            }
-            self.judge(
-                &mut run,
-                escalation,
-                (conversation, budget, report),
-                attempt,
-            );
+        while let Some((cx, due)) = self.advance(&mut run, escalation, conversation, report) {
+            stand_in_for_summary(conversation, &cx, due, report);
         }
         self.end(run, conversation, report)
     }
@@ -107,7 +92,34 @@ impl ContextManager {
             first: report.steps.len(),
             initial: conversation.clone(),
             kept: None,
+            budget,
             floor,
+            pending: None,
+        }
+    }
+
+    /// Judges the attempt applied last (if any), then applies the next ones until one
+    /// calls for a summary: that summary with the context of its attempt, or `None` when
+    /// the run is done. The caller writes the summary and calls again.
+    fn advance(
+        &self,
+        run: &mut Run,
+        escalation: &mut Escalation<'_>,
+        conversation: &mut Conversation,
+        report: &mut Report,
+    ) -> Option<(StepContext<'_>, SummaryDue)> {
+        loop {
+            if let Some(attempt) = run.pending.take() {
+                self.judge(run, escalation, (conversation, report), attempt);
+            }
+            let (attempt, recovery) = escalation.next(run.progress, run.budget)?;
+            let cx = self
+                .context_at_least(conversation, run.budget, run.floor)
+                .in_attempt(attempt);
+            run.pending = Some(attempt);
+            if let Some(due) = self.apply(conversation, &cx, recovery, report) {
+                return Some((cx, due));
+            }
         }
     }
 
@@ -116,32 +128,17 @@ impl ContextManager {
             .tokens(conversation)
     }
 
-    /// The next attempt of the run, with the context its steps run in.
-    fn next(
-        &self,
-        run: &Run,
-        escalation: &mut Escalation<'_>,
-        conversation: &Conversation,
-        budget: Budget,
-    ) -> Option<(u8, StepContext<'_>, Recovery)> {
-        let (attempt, recovery) = escalation.next(run.progress, budget)?;
-        let cx = self
-            .context_at_least(conversation, budget, run.floor)
-            .in_attempt(attempt);
-        Some((attempt, cx, recovery))
-    }
-
     /// Judges an attempt by the escalation's one gain rule: what earns is kept.
     fn judge(
         &self,
         run: &mut Run,
         escalation: &Escalation<'_>,
-        (conversation, budget, report): (&Conversation, Budget, &Report),
+        (conversation, report): (&Conversation, &Report),
         attempt: u8,
     ) {
         run.progress.ran += 1;
-        let now = self.measure(conversation, budget, run.floor);
-        if escalation.earns(run.progress.kept_tokens, now, budget) {
+        let now = self.measure(conversation, run.budget, run.floor);
+        if escalation.earns(run.progress.kept_tokens, now, run.budget) {
             run.progress.kept_tokens = now;
             run.progress.earned = true;
             run.kept = Some((conversation.clone(), report.steps.len()));

@@ -1,9 +1,11 @@
-//! The engine: composes the strategies into the cascade, and keeps the calibration.
+//! The engine: composes the strategies into the cascade.
 //!
 //! [`ContextManager::prepare`] is what an agent runs before every call (Layer 1, then the
 //! preemptive check); [`ContextManager::call`] (in retry.rs) runs the whole loop
 //! against an [`crate::llm::Llm`]. The engine only decides which strategy runs when, with
-//! which target; the strategies do the work and report it.
+//! which target; the strategies do the work and report it. Here: the entry points and
+//! Layer 1; `estimates.rs`: the estimate in force and the calibration; `ladder.rs`: the
+//! walk up the escalation ladder (Layer 2/3).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -14,14 +16,13 @@ mod ladder;
 use crate::calibrate::Calibration;
 use crate::catalog::Catalog;
 use crate::config::{Budget, CascadeConfig};
-use crate::conversation::{Block, Conversation};
+use crate::conversation::Conversation;
 use crate::escalation::{Escalation, Goal};
 use crate::estimate::counter::Counters;
-use crate::estimate::{ClassCounts, CounterFor};
+use crate::estimate::CounterFor;
 use crate::middle;
 use crate::offline::OfflineSummarizer;
 use crate::report::{Report, Step};
-use crate::step::StepContext;
 use crate::strategy::compact_tools::{CompactMode, compact_tool_results};
 use crate::strategy::truncate::truncate_tool_results;
 use crate::summarizer::Summarizer;
@@ -130,18 +131,7 @@ impl ContextManager {
     /// Pins every user message that asks to remember something, so that no strategy
     /// removes it. Returns how many were pinned.
     pub fn pin_remember_requests(&self, conversation: &mut Conversation) -> usize {
-        let policy = &self.config.remember;
-        let mut pinned = 0;
-        for message in &mut conversation.messages {
-            if message.role() == crate::Role::User
-                && !message.is_pinned()
-                && policy.is_remember_request(&message.text_content())
-            {
-                message.pin();
-                pinned += 1;
-            }
-        }
-        pinned
+        self.config.remember.pin_requests(conversation)
     }
 
     /// Sync compaction, without a summarizer: what `prepare` does, on the same escalation
@@ -247,44 +237,7 @@ impl ContextManager {
         let cx = self.context(conversation, budget);
         let messages = &conversation.messages;
         report.finish(cx.tokens(conversation), messages, budget, &cx.estimator);
-        report.reason = (!report.fits).then(|| self.why_it_cannot_fit(conversation, &cx));
-    }
-
-    /// Explains a result over budget: how much the irreducible part takes.
-    fn why_it_cannot_fit(&self, conversation: &Conversation, cx: &StepContext<'_>) -> String {
-        let starts = middle::exchange_starts(conversation);
-        let protected = middle::irreducible(conversation, &starts);
-        let mut counts = conversation
-            .tools()
-            .map(ClassCounts::of_json)
-            .unwrap_or_default();
-        for (message, _) in conversation
-            .messages
-            .iter()
-            .zip(&protected)
-            .filter(|(_, keep)| **keep)
-        {
-            counts += message.counts();
-        }
-        let pinned_results = conversation
-            .messages
-            .iter()
-            .filter(|m| m.is_pinned())
-            .flat_map(|m| m.blocks())
-            .filter(|b| matches!(b, Block::ToolResult(_)))
-            .count();
-        format!(
-            "the part no strategy may remove (system, first user message, pinned and current messages{}, tool definitions) takes ~{} tokens, the budget is {} (window {} − reserve {})",
-            if pinned_results > 0 {
-                ", pinned tool results"
-            } else {
-                ""
-            },
-            cx.estimator.tokens_of(&counts),
-            cx.budget.effective(),
-            cx.budget.window,
-            cx.budget.reserve,
-        )
+        report.reason = (!report.fits).then(|| middle::why_it_cannot_fit(conversation, &cx));
     }
 }
 

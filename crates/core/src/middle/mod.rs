@@ -7,17 +7,20 @@
 //! * `split`: which messages are the middle (what must stay, where the kept tail starts);
 //! * `replace`: putting the replacement in place, with the trail of what it took out;
 //! * `notice`: the notice with its trail (③, and ⑤'s last level);
+//! * `reason`: why a request cannot fit (the part that must stay, against the budget);
 //! * `plan` and `summary`: a summary's range and room, the summarizer's call and the
 //!   checks on what it wrote (④, and ⑤'s first two levels).
 
 mod notice;
 mod plan;
+mod reason;
 mod replace;
 mod split;
 mod summary;
 
 pub(crate) use notice::prune_with;
 pub(crate) use plan::{Failure, Plan, plan};
+pub(crate) use reason::why_it_cannot_fit;
 pub(crate) use split::{
     Fate, KeepRules, Split, Summaries, exchange_starts, irreducible, longest_tail, notice_message,
 };

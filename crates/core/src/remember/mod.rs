@@ -53,6 +53,7 @@ mod grammar;
 #[cfg(test)]
 mod tests;
 
+use crate::conversation::{Conversation, Role};
 use grammar::{
     CJK_NARRATIVE, SELF_MARKERS, cjk_is_request, is_cjk, latin_is_request, starts_with_words,
 };
@@ -119,6 +120,22 @@ impl RememberPolicy {
         }
         policy.prefilter = prefilter(&policy.phrases);
         policy
+    }
+
+    /// Pins every user message of `conversation` that asks to remember something, so that
+    /// no strategy removes it. Returns how many were pinned.
+    pub fn pin_requests(&self, conversation: &mut Conversation) -> usize {
+        let mut pinned = 0;
+        for message in &mut conversation.messages {
+            if message.role() == Role::User
+                && !message.is_pinned()
+                && self.is_remember_request(&message.text_content())
+            {
+                message.pin();
+                pinned += 1;
+            }
+        }
+        pinned
     }
 
     /// The phrases, as configured.
