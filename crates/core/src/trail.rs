@@ -13,15 +13,15 @@
 //! Everything here is pure and deterministic: no clock, no randomness, and every list is
 //! ordered by position in the history or by a total order, never by hashing.
 //!
-//! Module layout: `extract` (messages → trail, reading what calls and outputs name through
+//! Module layout: `gather` (messages → trail, reading what calls and outputs name through
 //! `crate::extract`), `requests` (which user messages are the user's), `render` (budgeted
 //! text), `parse` (text → trail, and merging), `compose` (where the trail goes: after a
 //! notice, into a summary), `stale` (reads superseded later).
 
 mod compose;
-mod extract;
 #[cfg(test)]
 pub(crate) mod fixture_tests;
+mod gather;
 mod parse;
 mod render;
 #[cfg(test)]
