@@ -11,7 +11,7 @@ use std::str::FromStr;
 use serde_json::{Map, Value};
 use xxhash_rust::xxh3::Xxh3;
 
-use crate::conversation::{Block, Message, Opaque};
+use crate::conversation::{Block, Message, Opaque, Shape};
 
 /// THE identity of a message, for comparing messages without keeping them: xxh3-128 over
 /// the message's canonical bytes. Two constructors, for the two forms a message comes in;
@@ -41,17 +41,12 @@ pub struct MessageId(u128);
 impl MessageId {
     /// The identity of a parsed message.
     pub fn of(message: &Message) -> MessageId {
-        let mut hasher = Xxh3::new();
-        let _ = write!(
-            HashWriter(&mut hasher),
-            "{:?}{:?}{}",
-            message.role(),
-            message.shape(),
-            message.is_pinned()
-        );
-        hash_blocks(&mut hasher, message.blocks());
-        hash_fields(&mut hasher, message.fields());
-        MessageId(hasher.digest128())
+        let mut bytes = Canon::new();
+        put_str(&mut bytes, message.role().as_str());
+        bytes.extend_from_slice(&[shape_tag(message.shape()), u8::from(message.is_pinned())]);
+        put_blocks(&mut bytes, message.blocks());
+        put_fields(&mut bytes, message.fields());
+        MessageId(bytes.finish())
     }
 
     /// The identity of a message's wire bytes (its JSON text as sent).
@@ -101,78 +96,134 @@ impl<'de> serde::Deserialize<'de> for MessageId {
     }
 }
 
-/// Feeds formatted text to the hasher without building the string.
-struct HashWriter<'a>(&'a mut Xxh3);
+/// The canonical bytes of a message, hashed as they are written. A message is many short
+/// pieces (separators, keys, ids) and a few long ones (texts, outputs): the short ones are
+/// gathered before they reach the hasher, whose every update has a fixed cost (fed one by
+/// one they took longer than hashing the long ones).
+struct Canon {
+    hasher: Xxh3,
+    short: [u8; 256],
+    len: usize,
+}
 
-impl fmt::Write for HashWriter<'_> {
+impl Canon {
+    fn new() -> Self {
+        Canon {
+            hasher: Xxh3::new(),
+            short: [0; 256],
+            len: 0,
+        }
+    }
+
+    fn extend_from_slice(&mut self, bytes: &[u8]) {
+        if self.len + bytes.len() > self.short.len() {
+            self.hasher.update(&self.short[..self.len]);
+            self.len = 0;
+        }
+        if bytes.len() > self.short.len() / 2 {
+            self.hasher.update(bytes);
+        } else {
+            self.short[self.len..self.len + bytes.len()].copy_from_slice(bytes);
+            self.len += bytes.len();
+        }
+    }
+
+    fn push(&mut self, byte: u8) {
+        self.extend_from_slice(&[byte]);
+    }
+
+    fn finish(mut self) -> u128 {
+        self.hasher.update(&self.short[..self.len]);
+        self.hasher.digest128()
+    }
+}
+
+/// Feeds formatted text (a JSON value's) to the canonical bytes without building a string.
+struct CanonWriter<'a>(&'a mut Canon);
+
+impl fmt::Write for CanonWriter<'_> {
     fn write_str(&mut self, s: &str) -> fmt::Result {
-        self.0.update(s.as_bytes());
+        self.0.extend_from_slice(s.as_bytes());
         Ok(())
     }
 }
 
 /// A string, then a separator no JSON text or UTF-8 string contains.
-fn hash_str(hasher: &mut Xxh3, s: &str) {
-    hasher.update(s.as_bytes());
-    hasher.update(&[0xff]);
+fn put_str(bytes: &mut Canon, s: &str) {
+    bytes.extend_from_slice(s.as_bytes());
+    bytes.extend_from_slice(&[0xff]);
 }
 
-fn hash_value(hasher: &mut Xxh3, value: &Value) {
+fn put_value(bytes: &mut Canon, value: &Value) {
     match value {
         // Strings (tool arguments, mostly) go in as they are; anything else as its JSON text.
         Value::String(s) => {
-            hasher.update(b"s");
-            hash_str(hasher, s);
+            bytes.extend_from_slice(b"s");
+            put_str(bytes, s);
         }
+        // The placeholders of known keys: their JSON text without a formatter.
+        Value::Null => bytes.extend_from_slice(b"null\xff"),
+        Value::Bool(true) => bytes.extend_from_slice(b"true\xff"),
+        Value::Bool(false) => bytes.extend_from_slice(b"false\xff"),
         other => {
-            let _ = write!(HashWriter(hasher), "{other}");
-            hasher.update(&[0xff]);
+            let _ = write!(CanonWriter(bytes), "{other}");
+            bytes.extend_from_slice(&[0xff]);
         }
     }
 }
 
-fn hash_fields(hasher: &mut Xxh3, fields: &Map<String, Value>) {
+fn put_fields(bytes: &mut Canon, fields: &Map<String, Value>) {
     for (key, value) in fields {
-        hash_str(hasher, key);
-        hash_value(hasher, value);
+        put_str(bytes, key);
+        put_value(bytes, value);
     }
-    hasher.update(&[0xfd]);
+    bytes.extend_from_slice(&[0xfd]);
 }
 
-fn hash_blocks(hasher: &mut Xxh3, blocks: &[Block]) {
+fn put_blocks(bytes: &mut Canon, blocks: &[Block]) {
     for block in blocks {
         match block {
             Block::Text(text) => {
-                hasher.update(&[1]);
-                hash_str(hasher, &text.text);
-                hash_fields(hasher, &text.fields);
+                bytes.extend_from_slice(&[1]);
+                put_str(bytes, &text.text);
+                put_fields(bytes, &text.fields);
             }
             Block::ToolCall(call) => {
-                hasher.update(&[2, u8::from(call.legacy)]);
-                hash_str(hasher, &call.id);
-                hash_str(hasher, &call.name);
-                hash_value(hasher, &call.arguments);
-                hash_fields(hasher, &call.fields);
-                hash_fields(hasher, &call.function_fields);
+                bytes.extend_from_slice(&[2, u8::from(call.legacy)]);
+                put_str(bytes, &call.id);
+                put_str(bytes, &call.name);
+                put_value(bytes, &call.arguments);
+                put_fields(bytes, &call.fields);
+                put_fields(bytes, &call.function_fields);
             }
             Block::ToolResult(result) => {
-                hasher.update(&[3]);
-                hash_str(hasher, &result.call_id);
-                hash_blocks(hasher, &result.content);
-                let _ = write!(HashWriter(hasher), "{:?}", result.shape);
-                hash_fields(hasher, &result.fields);
+                bytes.extend_from_slice(&[3]);
+                put_str(bytes, &result.call_id);
+                put_blocks(bytes, &result.content);
+                bytes.push(shape_tag(result.shape));
+                put_fields(bytes, &result.fields);
             }
-            Block::Binary(opaque) => hash_opaque(hasher, 4, opaque),
-            Block::Thinking(opaque) => hash_opaque(hasher, 5, opaque),
-            Block::Other(opaque) => hash_opaque(hasher, 6, opaque),
+            Block::Binary(opaque) => put_opaque(bytes, 4, opaque),
+            Block::Thinking(opaque) => put_opaque(bytes, 5, opaque),
+            Block::Other(opaque) => put_opaque(bytes, 6, opaque),
         }
     }
-    hasher.update(&[0xfc]);
+    bytes.extend_from_slice(&[0xfc]);
 }
 
-fn hash_opaque(hasher: &mut Xxh3, tag: u8, opaque: &Opaque) {
-    hasher.update(&[tag]);
-    hash_value(hasher, &opaque.raw);
+/// How content was written on the wire, as one byte.
+fn shape_tag(shape: Shape) -> u8 {
+    match shape {
+        Shape::String => 1,
+        Shape::Parts => 2,
+        Shape::Null => 3,
+        Shape::Absent => 4,
+    }
+}
+
+fn put_opaque(bytes: &mut Canon, tag: u8, opaque: &Opaque) {
+    bytes.extend_from_slice(&[tag]);
+    put_value(bytes, &opaque.raw);
 }
 
 #[cfg(test)]
