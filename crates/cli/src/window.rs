@@ -8,8 +8,7 @@ use std::path::PathBuf;
 use cascade_proxy::ProxyConfig;
 use context_cascade::Budget;
 use context_cascade::catalog::{Catalog, DEFAULT_CONTEXT_WINDOW, MatchKind, ModelEntry};
-use context_cascade::estimate::ClassCounts;
-use context_cascade::{CascadeConfig, ContextManager, Conversation};
+use context_cascade::{CascadeConfig, ContextManager, Conversation, Load};
 
 use crate::error::CliError;
 
@@ -41,16 +40,14 @@ fn clearly_untouched(
     conversation: &Conversation,
     budget: Budget,
 ) -> bool {
-    let config = manager.config();
     let estimator = manager.estimator(conversation.model().unwrap_or(""));
-    let up = |tokens: u64| tokens as f64 * PRIOR_MARGIN;
-    let largest = (conversation.messages.iter())
-        .flat_map(|m| m.tool_results())
-        .map(|r| estimator.tokens_of(&ClassCounts::of_blocks(&r.content)))
-        .max()
-        .unwrap_or(0);
-    up(manager.estimate(conversation)) <= budget.share(config.layer1.headroom_ratio) as f64
-        && up(largest) <= budget.share(config.layer1.single_tool_result_share) as f64
+    let load = Load::of(conversation, &estimator);
+    let up = |tokens: u64| (tokens as f64 * PRIOR_MARGIN).ceil() as u64;
+    let load = Load {
+        tokens: up(load.tokens),
+        largest_result: up(load.largest_result),
+    };
+    manager.config().leaves_untouched(load, budget)
 }
 
 /// The window in force and where it came from.
@@ -183,11 +180,7 @@ impl Resolved {
     /// model `--model` names counts, whatever the body says.
     #[cfg(feature = "exact")]
     fn exact_counts(&self, manager: ContextManager) -> ContextManager {
-        use context_cascade::estimate::exact::counter_for_model;
-        let model = self.model.clone().unwrap_or_default();
-        manager.with_token_counters(std::sync::Arc::new(move |_: &str| {
-            counter_for_model(&model)
-        }))
+        manager.with_exact_counts_as(self.model.as_deref().unwrap_or_default())
     }
 
     #[cfg(not(feature = "exact"))]

@@ -5,50 +5,73 @@
 //! [`Conversation`] and a [`Budget`] that reports what it did as a [`Step`]:
 //!
 //! ```text
-//!  before every call (Layer 1)          E = window − output reserve
-//!  ┌──────────────────────────────┐
-//!  │ ① truncate one tool result   │  a result over 0.5·E is cut (truncate.rs)
-//!  │ ② compact old tool results   │  over 0.75·E, oldest first down to 0.6·E (compact_tools.rs)
-//!  └──────────────┬───────────────┘
+//!  would the cascade change anything? (untouched.rs)  ── no ──▶ sent as it came
+//!                 │ yes                     E = window − output reserve
+//!  ┌──────────────▼───────────────┐
+//!  │ ① truncate one tool result   │  a result over 0.5·E is cut          strategy/truncate.rs
+//!  │ ② compact old tool results   │  over 0.75·E, oldest first to 0.6·E  strategy/compact_tools.rs
+//!  └──────────────┬───────────────┘  (Layer 1)
 //!                 │ still over 0.9·E, or the provider says "prompt is too long"
 //!  ┌──────────────▼───────────────┐
-//!  │ ③ prune the middle           │  keep system, first user, pins, recent, current (prune.rs)
-//!  │ ④ summarize the middle       │  nine sections, chunked, via a Summarizer (summarize.rs)
-//!  │ ⑤ degrade                    │  partial summary → small messages → bare notice (degrade.rs)
-//!  └──────────────┬───────────────┘
-//!                 │ escalating one attempt at a time (escalation.rs);
+//!  │ ③ prune the middle           │  keep system, first user, pins,      strategy/prune.rs
+//!  │                              │  recent, current; leave a trail
+//!  │ ④ summarize the middle       │  nine sections, chunked, through a   strategy/summarize.rs
+//!  │                              │  Summarizer
+//!  │ ⑤ degrade                    │  partial summary → small messages    strategy/degrade.rs
+//!  │                              │  → bare notice
+//!  └──────────────┬───────────────┘  (Layer 2/3: what they share is in middle/)
+//!                 │ one attempt at a time up one ladder (escalation.rs, engine/ladder.rs);
 //!                 │ call again: at most 5 calls (retry.rs)
 //!                 ▼
 //!  calibrate the estimate from the tokens the provider reports (calibrate.rs)
 //! ```
 //!
-//! [`ContextManager`] (engine.rs) composes them: `prepare` before each call,
-//! `compact_with_summary` for a one-off compaction, `call` for the whole retry loop over an
-//! [`Llm`]. All three walk one escalation policy (escalation.rs): the same ladder of
-//! [`Recovery`] attempts, and one rule for whether an attempt's rewrite is kept. The core
-//! does no I/O: summaries go through the [`summarizer::Summarizer`] trait (the
-//! deterministic [`OfflineSummarizer`] ships here; an LLM-backed one lives in
-//! `cascade-llm`).
+//! [`ContextManager`] (engine/) only composes them: `prepare` before each call,
+//! `compact_with_summary` for a one-off compaction, `compact` for a sync one without a
+//! summarizer, `call` for the whole retry loop over an [`Llm`]. All of them walk one
+//! escalation ladder: the same [`Recovery`] attempts, and one rule for whether an
+//! attempt's rewrite is kept. The core does no I/O: summaries go through the
+//! [`summarizer::Summarizer`] trait (the deterministic [`OfflineSummarizer`] ships here; an
+//! LLM-backed one lives in `cascade-llm`).
+//!
+//! ## Where things are
+//!
+//! ```text
+//! engine/     ContextManager: the entry points, the estimate in force, the ladder walk
+//! strategy/   ① truncate  ② compact_tools  ③ prune  ④ summarize  ⑤ degrade
+//! middle/     what ③–⑤ share: the split of the history, the replacement and its trail,
+//!             a summary's plan and the summarizer's call
+//! trail/      what a removal leaves behind (files, commands, errors, requests)
+//! extract/    what tool calls and outputs name (paths, commands, error ids), read by
+//!             the trail and the offline summarizer
+//! offline/    the deterministic summarizer
+//! ahead/      summaries prepared between turns
+//! format/     the wire formats (Chat, Anthropic Messages, Responses), read and written
+//! estimate/   the token estimate (and exact counts, feature `exact`)
+//! remember/   which user messages ask to be remembered (pinned)
+//! escalation.rs  step.rs  report.rs  untouched.rs  prefix.rs  identity.rs  replay.rs ...
+//! ```
 //!
 //! ## The public surface
 //!
 //! * At the root: the conversation model ([`Conversation`], [`Message`], [`Block`],
 //!   [`Role`], [`Format`], ...), [`Budget`] and [`CascadeConfig`], [`ContextManager`] and
 //!   what it returns ([`Report`], [`Step`], [`Strategy`], [`Called`], [`CallError`],
-//!   [`Recovery`]), the [`Llm`] trait with [`Completion`] and [`LlmError`], [`classify`]
-//!   and [`Overflow`] for provider errors, [`Calibration`], [`RememberPolicy`],
-//!   [`OfflineSummarizer`], [`BoxFuture`], the errors, and the marker strings the cascade
-//!   writes ([`SUMMARY_PREFIX`], [`COMPACTED`], [`TRUNCATED`], [`RESULT_REMOVED`],
-//!   [`SUMMARY_SECTIONS`]).
-//! * Five namespaces for concepts with several parts: [`format`](mod@format) (reading and writing the
-//!   wire formats), [`estimate`] (the token estimate, and `estimate::exact` with the
-//!   `exact` feature), [`summarizer`] (the trait, its request and errors, the section
-//!   helpers), [`catalog`] (context windows and token scales of known models) and
-//!   [`tool_names`] (which tool results ② may compact).
+//!   [`Recovery`]), [`Load`] for "would the cascade change anything?"
+//!   ([`ContextManager::would_change`], [`CascadeConfig::leaves_untouched`]), [`MessageId`]
+//!   (the one identity of a message), the [`Llm`] trait with [`Completion`] and
+//!   [`LlmError`], [`classify`] and [`Overflow`] for provider errors, [`Calibration`],
+//!   [`RememberPolicy`], [`OfflineSummarizer`], [`BoxFuture`], the errors, and the marker
+//!   strings the cascade writes ([`SUMMARY_PREFIX`], [`COMPACTED`], [`TRUNCATED`],
+//!   [`RESULT_REMOVED`], [`SUMMARY_SECTIONS`]).
+//! * Six namespaces for concepts with several parts: [`format`](mod@format) (reading and
+//!   writing the wire formats), [`estimate`] (the token estimate, and `estimate::exact`
+//!   with the `exact` feature), [`summarizer`] (the trait, its request and errors, the
+//!   section helpers), [`catalog`] (context windows and token scales of known models),
+//!   [`tool_names`] (which tool results ② may compact) and [`replay`] (a transcript
+//!   replayed as the agent loop that produced it, and prefix comparison).
 //!
-//! Everything else (the strategies, the middle of the history they share, the step
-//! bookkeeping, the markers, the tool-pair repair, the escalation policy) is private to
-//! the crate and reached through [`ContextManager`].
+//! Everything else is private to the crate and reached through [`ContextManager`].
 //!
 //! ```
 //! use context_cascade::{Budget, CascadeConfig, ContextManager, format};
@@ -68,7 +91,7 @@
 //! # Ok::<(), context_cascade::ParseError>(())
 //! ```
 
-// The public surface: five namespaces for concepts with several parts, the rest at the
+// The public surface: six namespaces for concepts with several parts, the rest at the
 // root. Every other module is an implementation detail of the cascade.
 pub mod catalog;
 pub mod estimate;
@@ -80,28 +103,29 @@ pub mod tool_names;
 
 mod ahead;
 mod calibrate;
-mod compact_tools;
 mod config;
 mod conversation;
 mod counts;
-mod degrade;
 mod engine;
 mod error;
 mod escalation;
+mod extract;
+mod identity;
+mod join;
 mod llm;
 mod markers;
 mod middle;
 mod offline;
 mod overflow;
-mod prune;
+mod prefix;
 mod remember;
 mod repair;
 mod report;
 mod retry;
 mod step;
-mod summarize;
+mod strategy;
 mod trail;
-mod truncate;
+mod untouched;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -122,6 +146,7 @@ pub use conversation::{
 pub use engine::ContextManager;
 pub use error::{Error, ParseError};
 pub use escalation::{OldResults, Recovery, Tail};
+pub use identity::{BadMessageId, MessageId};
 pub use llm::{Completion, Llm, LlmError};
 pub use markers::{
     COMPACTED, RESULT_REMOVED, SUMMARY_PREFIX, SUMMARY_SECTIONS, TRUNCATED, is_cascade_notice,
@@ -129,6 +154,7 @@ pub use markers::{
 pub use offline::{OfflineConfig, OfflineSummarizer};
 pub use overflow::{Overflow, classify};
 pub use remember::RememberPolicy;
-pub use report::{Report, Step, Strategy, TrailStats};
+pub use report::{Report, Step, Strategy};
 pub use retry::{CallError, Called};
-pub use trail::TrailConfig;
+pub use trail::{TrailConfig, TrailStats};
+pub use untouched::Load;

@@ -80,6 +80,8 @@ use crate::conversation::{Conversation, Role};
 use crate::engine::ContextManager;
 use crate::report::Report;
 
+pub use crate::prefix::{common_prefix, conversation_extends, extends, matching_prefix};
+
 /// The call points of a transcript whose messages have `roles`, in order: for each call,
 /// how many messages of the transcript the agent had when it called (its request is
 /// `messages[..end]`). See the [module documentation](self) for the rule.
@@ -104,38 +106,6 @@ pub fn call_points(roles: impl IntoIterator<Item = Role>) -> Vec<usize> {
         points.push(len);
     }
     points
-}
-
-/// Whether a request whose parts are `current` extends the one whose parts are `previous`:
-/// `previous`, unchanged and in order, begins `current`.
-pub fn extends<T: PartialEq>(previous: &[T], current: &[T]) -> bool {
-    current.starts_with(previous)
-}
-
-/// Whether `current` extends `previous` as a request: the same fields besides the
-/// messages, and the previous messages, unchanged and in order, at the start.
-pub fn conversation_extends(previous: &Conversation, current: &Conversation) -> bool {
-    previous.format == current.format
-        && previous.envelope == current.envelope
-        && extends(&previous.messages, &current.messages)
-}
-
-/// How many messages at the start of `current` are those of `previous`, equal and in
-/// order: the prefix a provider's cache can still serve. 0 when the fields besides the
-/// messages differ (they come before the messages on the wire).
-pub fn common_prefix(previous: &Conversation, current: &Conversation) -> usize {
-    if previous.format != current.format || previous.envelope != current.envelope {
-        return 0;
-    }
-    matching_prefix(&previous.messages, &current.messages)
-}
-
-/// How many parts at the start of `current` equal those of `previous`, in order.
-pub fn matching_prefix<T: PartialEq>(previous: &[T], current: &[T]) -> usize {
-    (previous.iter())
-        .zip(current)
-        .take_while(|(a, b)| a == b)
-        .count()
 }
 
 /// How many calls, after the first, sent a request extending the previous one.

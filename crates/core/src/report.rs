@@ -3,6 +3,7 @@
 use crate::config::Budget;
 use crate::conversation::{Format, Message};
 use crate::estimate::{ClassCounts, Estimator};
+use crate::trail::TrailStats;
 
 /// The five strategies, cheapest first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
@@ -70,23 +71,6 @@ pub struct Step {
     /// alone was over the budget.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub inside_current_turn: bool,
-}
-
-/// What a trail holds, as a step wrote it (SPEC.md "The trail").
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
-pub struct TrailStats {
-    /// User requests listed.
-    pub requests: usize,
-    /// Error identifiers listed.
-    pub errors: usize,
-    /// Files listed.
-    pub files: usize,
-    /// Commands listed.
-    pub commands: usize,
-    /// Entries left out for space (counted on its last line), this time and before.
-    pub left_out: usize,
-    /// Estimated tokens the trail's lines cost.
-    pub tokens: u64,
 }
 
 /// Everything the cascade did to one conversation.
@@ -220,7 +204,7 @@ impl Report {
         if before == after {
             return;
         }
-        let index = crate::replay::matching_prefix(before, after);
+        let index = crate::prefix::matching_prefix(before, after);
         self.first_changed = Some(self.first_changed.map_or(index, |i| i.min(index)));
     }
 

@@ -13,17 +13,15 @@
 //! Everything here is pure and deterministic: no clock, no randomness, and every list is
 //! ordered by position in the history or by a total order, never by hashing.
 //!
-//! Module layout: `calls` (what a tool call names), `extract` (messages → trail), `errors`
-//! (error identifiers and command outcomes in tool output), `requests` (which user messages
-//! are the user's), `render` (budgeted text), `parse` (text → trail, and merging), `stale`
-//! (reads superseded later).
+//! Module layout: `gather` (messages → trail, reading what calls and outputs name through
+//! `crate::extract`), `requests` (which user messages are the user's), `render` (budgeted
+//! text), `parse` (text → trail, and merging), `compose` (where the trail goes: after a
+//! notice, into a summary), `stale` (reads superseded later).
 
-mod calls;
 mod compose;
-mod errors;
-mod extract;
 #[cfg(test)]
-mod fixture_tests;
+pub(crate) mod fixture_tests;
+mod gather;
 mod parse;
 mod render;
 #[cfg(test)]
@@ -81,6 +79,23 @@ impl TrailConfig {
         let share = (effective as f64 * self.max_share).floor().max(0.0) as u64;
         share.min(self.max_tokens)
     }
+}
+
+/// What a trail holds, as a step wrote it (SPEC.md "The trail").
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct TrailStats {
+    /// User requests listed.
+    pub requests: usize,
+    /// Error identifiers listed.
+    pub errors: usize,
+    /// Files listed.
+    pub files: usize,
+    /// Commands listed.
+    pub commands: usize,
+    /// Entries left out for space (counted on its last line), this time and before.
+    pub left_out: usize,
+    /// Estimated tokens the trail's lines cost.
+    pub tokens: u64,
 }
 
 /// A file named by removed tool calls.
@@ -169,7 +184,7 @@ impl Trail {
     /// edit that then worked leaves nothing the agent needs to know.
     fn forget_fixed_failures(&mut self) {
         self.errors
-            .retain(|e| !e.fixed || errors::is_identifier(&e.text));
+            .retain(|e| !e.fixed || crate::extract::is_identifier(&e.text));
     }
 }
 

@@ -10,11 +10,11 @@
 //! framing plus the role, the name (+1) and the content; per request 3 tokens of reply
 //! priming plus the `tools` definitions by the cookbook's rule (OpenAI cookbook, "How to
 //! count tokens with tiktoken"). Counting 100K tokens takes about 15 ms, so every
-//! message's count is memoized by a hash of what it bills: a request that extends the
+//! message's count is memoized by its identity ([`crate::MessageId`]): a request that extends the
 //! previous one tokenizes only its new messages.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
+use std::hash::BuildHasherDefault;
 use std::sync::{Mutex, OnceLock};
 
 use rustc_hash::FxHasher;
@@ -23,6 +23,7 @@ use serde_json::Value;
 use super::chunked::{CL100K_BASE_PATTERN, Cutter, O200K_BASE_PATTERN, parts};
 use super::counter::TokenCounter;
 use crate::conversation::{Block, Conversation, Message};
+use crate::identity::MessageId;
 
 /// The tokenizers available for exact counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,7 +82,8 @@ const REPLY_PRIMING: u64 = 3;
 /// At most this many message counts are memoized; a full memo starts over.
 const MEMO_CAPACITY: usize = 1 << 16;
 
-type Memo = HashMap<(u64, usize), u64, BuildHasherDefault<FxHasher>>;
+/// Counts by message identity (equal messages bill equally).
+type Memo = HashMap<MessageId, u64, BuildHasherDefault<FxHasher>>;
 
 pub use super::chunked::CHUNK_BYTES;
 
@@ -257,7 +259,7 @@ impl TokenCounter for ExactCounter {
     }
 
     fn message(&self, message: &Message) -> u64 {
-        let key = memo_key(message);
+        let key = MessageId::of(message);
         let memo = |m: &Mutex<Memo>| {
             m.lock()
                 .unwrap_or_else(|p| p.into_inner())
@@ -306,30 +308,6 @@ fn visit_blocks(blocks: &[Block], f: &mut impl FnMut(Piece<'_>)) {
             Block::Thinking(o) | Block::Other(o) => f(Piece::Text(&o.raw.to_string())),
         }
     }
-}
-
-/// The memo key of a message: a hash of its role, name and billed pieces (with their
-/// lengths, so that pieces cannot run into each other), and its total length.
-fn memo_key(message: &Message) -> (u64, usize) {
-    let mut hasher = FxHasher::default();
-    let mut length = 0usize;
-    let mut add = |bytes: &[u8]| {
-        hasher.write_usize(bytes.len());
-        hasher.write(bytes);
-        length += bytes.len();
-    };
-    add(message.role().as_str().as_bytes());
-    add(message
-        .fields()
-        .get("name")
-        .and_then(Value::as_str)
-        .unwrap_or("\0")
-        .as_bytes());
-    visit_blocks(message.blocks(), &mut |piece| match piece {
-        Piece::Text(text) => add(text.as_bytes()),
-        Piece::Binary => add(b"\0binary"),
-    });
-    (hasher.finish(), length)
 }
 
 #[cfg(test)]

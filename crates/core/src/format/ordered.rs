@@ -5,44 +5,18 @@
 //! at the place the key had; other keys are written as they came. Keys the model owns that
 //! were not on the wire are written after the rest. No intermediate `Value` is built.
 
-use serde::ser::{Error as _, SerializeMap, SerializeSeq};
+use serde::ser::{Error as _, SerializeMap};
 use serde::{Serialize, Serializer};
 use serde_json::{Map, Value};
 
 use super::WriteOptions;
+use super::fields::{Seq, write_fields};
 use super::openai::MESSAGE_KEYS;
 use crate::conversation::{Block, Conversation, Format, Message, Role, Shape, ToolCall};
 
 pub(super) struct View<'a> {
     pub conversation: &'a Conversation,
     pub options: WriteOptions,
-}
-
-/// Writes `fields` in order, asking `known` to write the model's keys (at most 64).
-pub(super) fn write_fields<M: SerializeMap>(
-    map: &mut M,
-    fields: &Map<String, Value>,
-    keys: &[&str],
-    strip_pins: bool,
-    mut known: impl FnMut(&str, &mut M) -> Result<(), M::Error>,
-) -> Result<(), M::Error> {
-    // Which of `keys` were on the wire, noted while writing: no second lookup (each one
-    // would hash the key) for every message, call and part of a long history.
-    let mut written = 0u64;
-    for (key, value) in fields {
-        if let Some(i) = keys.iter().position(|k| *k == key.as_str()) {
-            written |= 1 << i;
-            known(key, map)?;
-        } else if !(strip_pins && key == "_pin") {
-            map.serialize_entry(key, value)?;
-        }
-    }
-    for (i, key) in keys.iter().enumerate() {
-        if written & (1 << i) == 0 {
-            known(key, map)?;
-        }
-    }
-    Ok(())
 }
 
 impl Serialize for View<'_> {
@@ -92,23 +66,6 @@ impl Serialize for View<'_> {
                 map.end()
             }
         }
-    }
-}
-
-/// A sequence written from an iterator that can be cloned (so `Serialize` takes `&self`).
-pub(super) struct Seq<I>(pub I);
-
-impl<I, T> Serialize for Seq<I>
-where
-    I: Iterator<Item = T> + Clone,
-    T: Serialize,
-{
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let mut seq = serializer.serialize_seq(None)?;
-        for item in self.0.clone() {
-            seq.serialize_element(&item)?;
-        }
-        seq.end()
     }
 }
 

@@ -10,9 +10,10 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use serde_json::Value;
 
 use super::excerpt::{Bounded, Excerpt};
-use super::scan::{self, PathContext};
+use super::scan;
 use super::tools::{Todo, describe_call, todo_list};
 use crate::conversation::{Block, Message, Role, ToolCall, ToolResult};
+use crate::extract::{self, COMMAND_KEYS, PATH_KEYS, PathContext};
 use crate::markers;
 use crate::tool_names::{ToolKind, ToolPolicy};
 
@@ -32,32 +33,6 @@ const SEARCHED: u8 = 8;
 const COMMAND: u8 = 16;
 pub(crate) const MENTIONED: u8 = 32;
 
-/// Argument keys that hold a file or directory path, across agents.
-pub(crate) const PATH_KEYS: &[&str] = &[
-    "path",
-    "file_path",
-    "filePath",
-    "filepath",
-    "filename",
-    "file_name",
-    "file",
-    "notebook_path",
-    "target_file",
-    "absolute_path",
-    "relative_path",
-    "dir",
-    "directory",
-    "source",
-    "destination",
-    "paths",
-    "files",
-    "old_path",
-    "new_path",
-    "cwd",
-    "workdir",
-];
-/// Argument keys that hold a shell command.
-pub(crate) const COMMAND_KEYS: &[&str] = &["command", "cmd", "script", "commands"];
 /// How much of one text is scanned for paths, identifiers and todo lines: the head of a
 /// huge paste or tool output carries its names; the rest would only add noise.
 const SCAN_HEAD: usize = 16 * 1024;
@@ -273,7 +248,7 @@ impl Gatherer {
     }
 
     fn prose_paths(&mut self, text: &str) {
-        for path in scan::paths_in(text, PathContext::Prose) {
+        for path in extract::paths_in(text, PathContext::Prose) {
             self.add_path(path, MENTIONED);
         }
     }
@@ -347,7 +322,7 @@ impl Gatherer {
                 Some(k) if COMMAND_KEYS.contains(&k) => self.command(s),
                 _ => {
                     self.patch_paths(s);
-                    let head = &s[..floor(s, 4096)];
+                    let head = &s[..extract::floor_char_boundary(s, 4096)];
                     self.identifiers(head);
                     // A subagent's prompt or a question names files in prose; the text an
                     // edit or write carries is code, where `a.b` is seldom a file.
@@ -376,7 +351,7 @@ impl Gatherer {
 
     fn command(&mut self, command: &str) {
         let command = head(command);
-        for path in scan::command_paths(command) {
+        for path in extract::command_paths(command) {
             self.add_path(path, COMMAND);
         }
         self.patch_paths(command);
@@ -419,7 +394,7 @@ impl Gatherer {
                 ToolKind::Read | ToolKind::Search | ToolKind::Edit | ToolKind::Write
             );
             if content_tool && !flagged {
-                if let Some(failure) = scan::failure_head(text) {
+                if let Some(failure) = extract::failure_head(text) {
                     self.error_lines(&tool, &failure, true);
                 }
             } else {
@@ -427,12 +402,12 @@ impl Gatherer {
             }
             let head = head(text);
             self.prose_paths(head);
-            self.identifiers(&head[..floor(head, 4096)]);
+            self.identifiers(&head[..extract::floor_char_boundary(head, 4096)]);
         }
     }
 
     fn error_lines(&mut self, tool: &str, text: &str, flagged: bool) {
-        let (mut lines, more) = scan::error_lines(text, ERROR_LINES_PER_RESULT);
+        let (mut lines, more) = extract::error_lines(text, ERROR_LINES_PER_RESULT);
         if lines.is_empty() && flagged {
             // Flagged as an error but no recognizable line: its first line says what.
             lines.extend(text.lines().map(str::trim).find(|l| !l.is_empty()));
@@ -478,14 +453,5 @@ impl Gatherer {
 
 /// The scanned head of a text, cut on a character boundary.
 fn head(text: &str) -> &str {
-    &text[..floor(text, SCAN_HEAD)]
-}
-
-/// The largest char boundary of `text` at or below `max`.
-fn floor(text: &str, max: usize) -> usize {
-    let mut index = text.len().min(max);
-    while index > 0 && !text.is_char_boundary(index) {
-        index -= 1;
-    }
-    index
+    &text[..extract::floor_char_boundary(text, SCAN_HEAD)]
 }

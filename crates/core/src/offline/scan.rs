@@ -1,99 +1,9 @@
-//! Recognizers over raw text: file paths, identifiers, error lines, plan sentences.
+//! Recognizers over prose: identifiers, plan sentences, constraints and task lines. (File
+//! paths and error lines, which the trail reads too, are in `crate::extract`.)
 //!
-//! All of them are single linear passes (the error finder is one compiled regex, which the
-//! `regex` crate runs in linear time), because tool outputs can be hundreds of kilobytes.
+//! All of them are single linear passes, because texts can be hundreds of kilobytes.
 
-use std::sync::OnceLock;
-
-use regex::Regex;
-
-/// File extensions that make a bare word (`setup.py`) count as a path in prose.
-#[rustfmt::skip]
-const FILE_EXTENSIONS: &[&str] = &[
-    "rs", "py", "pyi", "js", "mjs", "cjs", "ts", "tsx", "jsx", "ex", "exs", "erl", "hrl", "c",
-    "h", "cc", "cpp", "cxx", "hpp", "hh", "go", "java", "kt", "kts", "rb", "php", "md", "rst",
-    "txt", "json", "jsonl", "toml", "yaml", "yml", "lock", "cfg", "ini", "sh", "bash", "zsh",
-    "fish", "ps1", "css", "scss", "sass", "less", "html", "htm", "xml", "svg", "sql", "csv",
-    "tsv", "log", "pony", "swift", "cs", "fs", "vue", "svelte", "lua", "pl", "pm", "r", "scala",
-    "zig", "dart", "m", "mm", "gradle", "env", "conf", "proto", "graphql", "ipynb", "diff",
-    "patch", "heex", "eex", "leex", "nix", "tf", "dockerfile", "mk", "cmake", "gitignore",
-    "lean", "hs", "ml", "mli", "clj", "cljs", "jl", "sol", "wasm", "pdf", "png", "jpg", "jpeg",
-    "gif", "webp", "bin", "db", "sqlite", "out", "cfg", "properties", "bat", "cmd", "asm", "s",
-];
-
-/// How strict path recognition is: tool arguments and shell commands are mostly paths and
-/// flags, prose is mostly words (`and/or` is not a file).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum PathContext {
-    Command,
-    Prose,
-}
-
-/// The path-like tokens of a shell command, in order. A here-document (`<<'EOF'`, often a
-/// commit message) is prose, not arguments.
-pub(crate) fn command_paths(command: &str) -> impl Iterator<Item = &str> {
-    let (args, heredoc) = command.split_once("<<").unwrap_or((command, ""));
-    paths_in(args, PathContext::Command).chain(paths_in(heredoc, PathContext::Prose))
-}
-
-/// The path-like tokens of `text`, in order (not de-duplicated).
-pub(crate) fn paths_in(text: &str, context: PathContext) -> impl Iterator<Item = &str> {
-    text.split(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | '`' | '|' | ';' | '&'))
-        .filter_map(move |token| clean_path(token, context))
-}
-
-/// The path a token names, if it looks like one.
-pub(crate) fn clean_path(token: &str, context: PathContext) -> Option<&str> {
-    // Most tokens are words: a path has a slash or a dot somewhere.
-    if token.len() < 3 || !token.bytes().any(|b| b == b'/' || b == b'.') {
-        return None;
-    }
-    if token.contains("</") || token.contains("/>") {
-        return None; // markup, not a path
-    }
-    let token = token.trim_matches(|c: char| "\"'`()[]{}<>,;*".contains(c));
-    if token.contains("://") || token.starts_with('-') && !token.contains('=') {
-        return None;
-    }
-    // `--out=/tmp/x`, `KEY=path`
-    let token = token.rsplit_once('=').map_or(token, |(_, v)| v);
-    // grep output: `src/lib.rs:12:fn x` names `src/lib.rs`
-    let token = token.split(':').next().unwrap_or("");
-    let token = token.trim_end_matches(['.', ',', ')']);
-    if token.len() < 3 || token.len() > 300 || !token.chars().all(is_path_char) {
-        return None;
-    }
-    if !token.chars().any(|c| c.is_ascii_alphabetic()) {
-        return None;
-    }
-    let last = token.rsplit('/').next().unwrap_or(token);
-    let has_known_extension = last
-        .rsplit_once('.')
-        .is_some_and(|(stem, ext)| !stem.is_empty() && is_known_extension(ext));
-    if token.contains('/') {
-        let anchored = ["/", "./", "../", "~/"]
-            .iter()
-            .any(|p| token.starts_with(p));
-        let ok = match context {
-            PathContext::Command => !token.contains("//") && token != "./" && token != "../",
-            // `/tmp/x` yes, `/div` or `/sessions/` (a route, a tag) no.
-            PathContext::Prose => {
-                let segments = token.split('/').filter(|s| !s.is_empty()).count();
-                (anchored && segments >= 2 || has_known_extension) && !token.contains("//")
-            }
-        };
-        return ok.then_some(token);
-    }
-    has_known_extension.then_some(token)
-}
-
-fn is_path_char(c: char) -> bool {
-    c.is_alphanumeric() || matches!(c, '/' | '.' | '_' | '-' | '~' | '@' | '+' | '#' | '%')
-}
-
-fn is_known_extension(ext: &str) -> bool {
-    FILE_EXTENSIONS.iter().any(|e| e.eq_ignore_ascii_case(ext))
-}
+use crate::extract::floor_char_boundary;
 
 /// Calls `found` for each identifier-like word of `text` that names a concept: `CamelCase`,
 /// `lowerCamel`, `snake_case` and `name(` calls. Words glued to `/` are path segments and
@@ -146,106 +56,6 @@ const COMMON_CALLS: &[&str] = &[
     "typeof", "sizeof", "defined", "note", "see", "both", "that", "this", "with", "from", "these",
     "those", "each", "here", "there", "which", "only", "also", "then", "when", "like",
 ];
-
-/// The error-line finder (built once).
-// A static pattern that does not compile is a bug the tests catch on the first summary, not
-// a rule to drop silently.
-#[allow(clippy::expect_used)]
-fn error_regex() -> &'static Regex {
-    static RE: OnceLock<Regex> = OnceLock::new();
-    RE.get_or_init(|| {
-        // ASCII-only (`(?-u)`): Unicode word boundaries would make the regex engine leave
-        // its fast DFA on any non-ASCII output.
-        Regex::new(concat!(
-            r"(?-u)\b[A-Z][A-Za-z]*(?:Error|Exception)\b",
-            r"|(?i:\berror\b\s*(?:[:\[(]|\d))",
-            r"|(?m:^\s*(?i:error)\b)",
-            r"|Traceback \(most recent call last\)",
-            r"|\bFAILED\b|\bFAIL:|\bFAILURE\b",
-            r"|panicked at",
-            r"|(?i:\bexception\b)",
-            r"|(?i:\bexit(?:ed)?(?: with)? (?:code|status):? ?-?[1-9]\d*)",
-            r"|(?i:\bfatal:)",
-            r"|(?i:command not found|no such file or directory|permission denied)",
-            r"|(?i:\b[1-9]\d* (?:failures?|failed|errors?)\b)",
-            r"|(?i:segmentation fault|core dumped)",
-            r"|<tool_use_error>",
-        ))
-        .expect("the static error pattern compiles")
-    })
-}
-
-/// The failure finder for tools whose output is file content (reads, searches, edits):
-/// only their first line is looked at, and only for a tool's own failure message, because
-/// the content itself is full of `ParseError`s and `raise ValueError`s that are code.
-#[allow(clippy::expect_used)]
-fn failure_regex() -> &'static Regex {
-    static RE: OnceLock<Regex> = OnceLock::new();
-    RE.get_or_init(|| {
-        Regex::new(concat!(
-            r"(?-u)(?i)^\s*(?:<tool_use_error>|error\b|failed\b|exception\b|fatal\b)",
-            r"|(?i:no such file or directory|does not exist|permission denied|not found)",
-        ))
-        .expect("the static failure pattern compiles")
-    })
-}
-
-/// The failure message a file-content tool returned instead of content, if any: its first
-/// two non-empty lines (an `ERROR:` line says little without the next one).
-pub(crate) fn failure_head(text: &str) -> Option<String> {
-    let re = failure_regex();
-    let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
-    let first = lines.next()?;
-    let first = &first[..floor_char_boundary(first, first.len().min(500))];
-    if !re.is_match(first) {
-        return None;
-    }
-    let mut out = first.to_owned();
-    if let Some(second) = lines.next() {
-        out.push(' ');
-        out.push_str(&second[..floor_char_boundary(second, second.len().min(300))]);
-    }
-    Some(out)
-}
-
-/// The distinct lines of `text` that report an error, at most `max` of them, each with the
-/// byte offset of the match in its line (so that a long line is quoted around the error).
-/// Returns them and how many more error lines there were.
-pub(crate) fn error_lines(text: &str, max: usize) -> (Vec<&str>, usize) {
-    let re = error_regex();
-    let mut lines: Vec<&str> = Vec::new();
-    let mut more = 0usize;
-    let mut taken_until = 0usize;
-    for m in re.find_iter(text) {
-        if m.start() < taken_until {
-            continue;
-        }
-        let line_start = text[..m.start()].rfind('\n').map_or(0, |i| i + 1);
-        let line_end = text[m.end()..]
-            .find('\n')
-            .map_or(text.len(), |i| m.end() + i);
-        taken_until = line_end;
-        // Quote a long line from shortly before the match, not from its start.
-        let from = floor_char_boundary(text, line_start.max(m.start().saturating_sub(80)));
-        let line = text[from..line_end].trim();
-        if lines.contains(&line) {
-            continue;
-        }
-        if lines.len() < max {
-            lines.push(line);
-        } else {
-            more += 1;
-        }
-    }
-    (lines, more)
-}
-
-fn floor_char_boundary(text: &str, mut index: usize) -> usize {
-    while index > 0 && !text.is_char_boundary(index) {
-        index -= 1;
-    }
-    index
-}
 
 /// The sentences of a text: split at line ends and after `.`, `!` or `?` followed by a
 /// space (so `src/lib.rs` and `e.g.` inside a sentence do not split it), trimmed.
@@ -358,7 +168,7 @@ pub(crate) fn is_done_line(line: &str) -> bool {
 
 fn contains_any_lowercase(text: &str, words: &[&str]) -> bool {
     // Sentences are short; long ones are looked at only in their first 2 KB.
-    let head = &text[..floor_char_boundary(text, text.len().min(2048))];
+    let head = &text[..floor_char_boundary(text, 2048)];
     let lower = head.to_lowercase();
     words.iter().any(|w| lower.contains(w))
 }
@@ -366,44 +176,6 @@ fn contains_any_lowercase(text: &str, words: &[&str]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_static_patterns_compile() {
-        assert!(error_regex().is_match("error: expected one of"));
-        assert!(failure_regex().is_match("Error: no such file"));
-    }
-
-    fn cmd_paths(text: &str) -> Vec<&str> {
-        paths_in(text, PathContext::Command).collect()
-    }
-
-    #[test]
-    fn paths_in_commands() {
-        assert_eq!(
-            cmd_paths("cat src/lib.rs | grep foo && ls /tmp/x/ 2>&1"),
-            vec!["src/lib.rs", "/tmp/x/"]
-        );
-        assert_eq!(
-            cmd_paths("python reproduce.py --out=/a/b.txt"),
-            vec!["reproduce.py", "/a/b.txt"]
-        );
-        assert!(cmd_paths("bd show spotter-dov.1 && git push https://x.io/a").is_empty());
-        let with_heredoc: Vec<_> = command_paths(
-            "git add a/b.ex && git commit -m \"$(cat <<'EOF'\nrow-class/render in c/d.ex\nEOF\n)\"",
-        )
-        .collect();
-        assert_eq!(with_heredoc, vec!["a/b.ex", "c/d.ex"]);
-    }
-
-    #[test]
-    fn paths_in_prose_are_strict() {
-        let p: Vec<_> = paths_in(
-            "read and/or write lib/a.ex, see ./docs/a and src/x.rs:12:3 and e.g. foo.bar </div> /live",
-            PathContext::Prose,
-        )
-        .collect();
-        assert_eq!(p, vec!["lib/a.ex", "./docs/a", "src/x.rs"]);
-    }
 
     #[test]
     fn identifiers_are_named_concepts() {
@@ -421,43 +193,6 @@ mod tests {
                 "getRetryStrategy",
                 "build"
             ]
-        );
-    }
-
-    #[test]
-    fn error_lines_are_found_once() {
-        let text = "ok\nerror[E0308]: mismatched types\n  --> src/a.rs:1\nerror[E0308]: mismatched types\n\
-                    test result: FAILED. 1 passed; 2 failed\nExit code 0\n0 errors\nException in thread";
-        let (lines, more) = error_lines(text, 10);
-        assert_eq!(
-            lines,
-            vec![
-                "error[E0308]: mismatched types",
-                "test result: FAILED. 1 passed; 2 failed",
-                "Exception in thread"
-            ]
-        );
-        assert_eq!(more, 0);
-        assert!(
-            error_lines("all good, exit code 0, 0 failures", 3)
-                .0
-                .is_empty()
-        );
-    }
-
-    #[test]
-    fn failures_of_file_tools_are_read_from_their_first_line() {
-        assert_eq!(
-            failure_head("ERROR:\nNo replacement was performed.\nmore").as_deref(),
-            Some("ERROR: No replacement was performed.")
-        );
-        assert_eq!(
-            failure_head("<tool_use_error>File does not exist.</tool_use_error>").as_deref(),
-            Some("<tool_use_error>File does not exist.</tool_use_error>")
-        );
-        assert_eq!(
-            failure_head("     1→use crate::ParseError;\nraise ValueError"),
-            None
         );
     }
 

@@ -3,40 +3,14 @@
 //! content is decided elsewhere (extract, render).
 
 use super::render::{COMMANDS, ERRORS, FILES, FILES_UNDER, LEFT_OUT, REQUESTS};
-use super::{Rendered, Trail, TrailConfig};
-use crate::conversation::Conversation;
+use super::{Rendered, Trail, TrailConfig, TrailStats};
 use crate::estimate::Estimator;
-use crate::middle::{Fate, Split};
-use crate::report::TrailStats;
 use crate::summarizer::{heading_index, section_heading};
 
 /// Summary sections (0-based) that always carry the trail: 3 files, 4 errors, 6 requests.
 const FILES_SECTION: usize = 2;
 const ERRORS_SECTION: usize = 3;
 const REQUESTS_SECTION: usize = 5;
-
-impl Trail {
-    /// The trail of what `split` takes out of `conversation`: the trails of the earlier
-    /// notices and summaries it folds, merged with what the removed messages leave (the
-    /// messages kept after them can show its errors fixed).
-    pub(crate) fn of_split(
-        conversation: &Conversation,
-        split: &Split,
-        config: &TrailConfig,
-    ) -> Trail {
-        let mut trail = Trail::default();
-        for (message, fate) in conversation.messages.iter().zip(&split.fates) {
-            if matches!(fate, Fate::FoldNotice | Fate::PreviousSummary) {
-                trail = trail.merge(Trail::parse(&message.text_content()));
-            }
-        }
-        let removed = split.removed_messages(conversation).map(|(_, m)| m);
-        let later = (conversation.messages.iter().enumerate())
-            .filter(|(i, _)| *i > split.insert_at && split.fates[*i] == Fate::Keep)
-            .map(|(_, m)| m);
-        trail.merge(Trail::extract(removed, later, config))
-    }
-}
 
 impl Rendered {
     /// What a step reports about this trail, which costs `tokens`.

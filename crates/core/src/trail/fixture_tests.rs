@@ -18,7 +18,8 @@ mod keeps;
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fixtures/transcripts");
 
-pub(super) fn fixtures() -> Vec<(String, Conversation)> {
+/// Every transcript fixture as a conversation, by name (also read by the error scan's tests).
+pub(crate) fn fixtures() -> Vec<(String, Conversation)> {
     let mut names: Vec<String> = std::fs::read_dir(FIXTURES)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())

@@ -1,11 +1,12 @@
 //! Text → trail (the inverse of `render`), and the merge of an earlier trail into a newer
 //! one, so that the trail accumulates over repeated compactions.
 
-use super::extract::shows_fixed;
+use super::gather::shows_fixed;
 use super::render::{
     COMMANDS, ERRORS, FILES, FILES_UNDER, FIXED, FROM, LEFT_OUT, REQUESTS, ROOT, SAME_SOURCE,
 };
-use super::{CommandEntry, ErrorEntry, FileEntry, LeftOut, Trail, errors};
+use super::{CommandEntry, ErrorEntry, FileEntry, LeftOut, Trail};
+use crate::extract as errors;
 use crate::tool_names::FileOp;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -133,7 +134,7 @@ impl Trail {
                             known.ops.push(op);
                         }
                     }
-                    super::extract::drop_used(&mut known.ops);
+                    super::gather::drop_used(&mut known.ops);
                 }
                 None => files.push(old),
             }

@@ -4,8 +4,8 @@
 
 use std::collections::HashMap;
 
-use super::calls::call_files;
 use crate::conversation::{Block, Message};
+use crate::extract::call_files;
 use crate::tool_names::{CallActivity, FileOp};
 
 /// The later call that made a read stale.

@@ -3,9 +3,9 @@
 
 use serde_json::{Value, json};
 
-use super::errors::{self, Outcome, Output};
 use super::*;
 use crate::conversation::Message;
+use crate::extract::{self as errors, Outcome, Output};
 
 /// Messages of an OpenAI body; `calls` are `(id, name, arguments)`.
 pub(super) fn messages(list: Value) -> Vec<Message> {
@@ -347,7 +347,7 @@ fn outcomes_of_commands() {
 
 #[test]
 fn commands_are_shortened() {
-    use super::calls::short_command;
+    use crate::extract::short_command;
     assert_eq!(short_command("bash -lc ls -la", 100), "ls -la");
     assert_eq!(
         short_command("git commit -m \"$(cat <<'EOF'\nmsg\nEOF\n)\"", 100),

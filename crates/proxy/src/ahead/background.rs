@@ -286,6 +286,9 @@ fn record<T>(background: &Background, outcome: Result<Option<T>, SummaryError>) 
 /// `background_summaries` is and the summarizer is an LLM (offline summaries are computed
 /// in microseconds, nothing to gain ahead).
 pub(crate) fn jobs_for(config: &crate::config::ProxyConfig) -> Option<usize> {
-    let llm = !matches!(config.summarizer.spec(), cascade_llm::SummarizerSpec::Offline);
+    let llm = !matches!(
+        config.summarizer.spec(),
+        cascade_llm::SummarizerSpec::Offline
+    );
     (config.summarizer.background && llm).then_some(config.summarizer.background_jobs)
 }

@@ -409,7 +409,7 @@ pub(crate) fn exact_counts(
         counter_for_model("gpt-4o");
         counter_for_model("gpt-4");
     });
-    manager.with_token_counters(std::sync::Arc::new(counter_for_model))
+    manager.with_exact_counts()
 }
 
 /// Without the feature every model is estimated.

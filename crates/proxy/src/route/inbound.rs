@@ -9,8 +9,8 @@ use bytes::Bytes;
 use context_cascade::Format;
 
 use crate::route::body::{BodyLimits, read_request_body};
-use crate::state::Tenant;
 use crate::state::Tenancy;
+use crate::state::Tenant;
 
 /// A request on a cascade route, read.
 pub(crate) struct Inbound {

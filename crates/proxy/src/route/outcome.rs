@@ -9,9 +9,9 @@ use bytes::Bytes;
 use context_cascade::{BoxFuture, Budget, Conversation, Format, Report};
 
 use crate::ops::metrics::CallOutcome;
-use crate::state::Tenant;
 use crate::ops::status::digest::RequestDigest;
 use crate::state::LazyHashes;
+use crate::state::Tenant;
 use crate::window::discovery::Learned;
 
 /// How one request on a cascade route ended.

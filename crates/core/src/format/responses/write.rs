@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 use super::{ARGUMENT_KEYS, INSTRUCTIONS, LAYOUT, OBJECT_OUTPUT, is_plain_part, shape_of};
 use crate::conversation::{Block, Conversation, Message, Role, Shape, ToolCall, ToolResult};
 use crate::format::WriteOptions;
-use crate::format::ordered::{Seq, write_fields};
+use crate::format::fields::{Seq, write_fields};
 
 /// A whole Responses request body.
 pub(in crate::format) struct Body<'a>(

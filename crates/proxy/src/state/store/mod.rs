@@ -31,9 +31,9 @@ use crate::config::{DEFAULT_STATE_MAX_BYTES, DEFAULT_STATE_TTL, ProxyConfig};
 use crate::error::ProxyError;
 
 pub use self::redis::RedisStore;
-pub use session::StoredSession;
 /// A stored session names its messages by this identity (one hash for every comparison).
 pub use crate::state::identity::{MessageId, message_id};
+pub use session::StoredSession;
 pub use sqlite::{EVICT_INTERVAL, SqliteStore};
 
 /// How long conversation state is kept, and how much of it.

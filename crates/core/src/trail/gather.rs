@@ -1,8 +1,8 @@
 //! Messages → trail, in one pass over the removed messages and one over the later ones.
 //!
-//! Paths and commands come from tool-call arguments (the argument keys and the path
-//! recogniser of the offline summarizer, `offline/facts.rs` and `offline/scan.rs`), errors
-//! and outcomes from tool results ([`super::errors`]), requests from user messages. Later
+//! Paths and commands come from tool-call arguments, errors and outcomes from tool results
+//! (both read through [`crate::extract`], as the offline summarizer reads them), requests
+//! from user messages. Later
 //! messages are read only for the runs that can show an error fixed. Hash maps serve
 //! lookups only; every list keeps history order.
 
@@ -11,11 +11,11 @@ use std::collections::HashMap;
 
 use serde_json::{Map, Value};
 
-use super::calls::{call_files, short_command};
-use super::errors::{self, Outcome, Output};
 use super::requests;
 use super::{CommandEntry, ErrorEntry, FileEntry, Run, Trail, TrailConfig};
 use crate::conversation::{Block, Message, Role, ToolCall, ToolResult};
+use crate::extract::{self as errors, Outcome, Output};
+use crate::extract::{call_files, short_command};
 use crate::markers;
 use crate::tool_names::{CallActivity, FileOp};
 

@@ -1,7 +1,8 @@
 //! What one tool call names: its files (with what it did to each), its command, whether
-//! it read only part of a file. Paths come from the offline summarizer's argument keys
-//! (`offline/facts.rs`) and path recogniser (`offline/scan.rs`); what a call does, from
-//! `tool_names` (the table ② uses); what a shell step does to a path, from its verb.
+//! it read only part of a file. Paths come from the argument keys and the path recogniser
+//! of this module (`paths.rs`), the ones the offline summarizer reads too; what a call
+//! does, from `tool_names` (the table ② uses); what a shell step does to a path, from its
+//! verb.
 
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex};
@@ -9,10 +10,9 @@ use std::sync::{Arc, LazyLock, Mutex};
 use serde_json::{Map, Value};
 use xxhash_rust::xxh3;
 
-use super::errors;
+use super::paths::{self, PathContext};
+use super::{COMMAND_KEYS, PATH_KEYS, floor_char_boundary};
 use crate::conversation::ToolCall;
-use crate::offline::facts::{COMMAND_KEYS, PATH_KEYS};
-use crate::offline::scan::{self, PathContext};
 use crate::tool_names::{self, CallActivity, FileOp};
 
 /// Argument keys that make a read partial: a later partial read of other lines does not
@@ -145,7 +145,7 @@ fn walk(value: &Value, key: Option<&str>, op: FileOp, is_move: bool, out: &mut C
                 // An unknown tool still names files: a lone path-looking value.
                 let lone = !s.contains(char::is_whitespace) && out.activity == CallActivity::Other;
                 if let Some(path) = lone
-                    .then(|| scan::clean_path(s, PathContext::Prose))
+                    .then(|| paths::clean_path(s, PathContext::Prose))
                     .flatten()
                 {
                     push_path(out, FileOp::Used, path);
@@ -182,9 +182,9 @@ fn push_path(out: &mut CallFiles, op: FileOp, path: &str) {
 
 fn command(text: &str, out: &mut CallFiles) {
     let text = text.trim();
-    let scanned = &text[..errors::floor(text, COMMAND_SCAN)];
+    let scanned = &text[..floor_char_boundary(text, COMMAND_SCAN)];
     let heredoc = scanned.find("<<").unwrap_or(scanned.len());
-    for path in scan::command_paths(scanned) {
+    for path in paths::command_paths(scanned) {
         // `command_paths` yields slices of `scanned`: where the path sits tells its verb.
         let at = (path.as_ptr() as usize).wrapping_sub(scanned.as_ptr() as usize);
         let op = if at >= heredoc || at > scanned.len() {
@@ -260,7 +260,7 @@ pub(crate) fn short_command(command: &str, max: usize) -> String {
     }
     let mut lines = text.lines();
     let first = lines.next().unwrap_or("").trim();
-    let short = errors::cut(first, max);
+    let short = super::error_ids::cut(first, max);
     if lines.next().is_some() && !short.ends_with('…') {
         format!("{short} …")
     } else {

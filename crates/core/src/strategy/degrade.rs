@@ -13,11 +13,9 @@
 
 use crate::conversation::{Block, Conversation, Message, Role};
 use crate::markers;
-use crate::middle::KeepRules;
-use crate::prune::prune_with;
+use crate::middle::{self, Failure, KeepRules, Plan};
 use crate::report::Step;
 use crate::step::{Stamp, StepContext};
-use crate::summarize::{self, Failure, Plan};
 use crate::summarizer::Summarizer;
 
 /// Applies the first level of ⑤ that works, after ④ failed with `failure` on `plan`.
@@ -30,21 +28,20 @@ pub(crate) async fn degrade(
 ) -> Option<Step> {
     tracing::warn!(error = %failure.error, "④ summary failed; degrading");
     if let Some(body) = partial_summary(&failure)
-        && summarize::check(cx, &body, plan).is_ok()
+        && middle::check(cx, &body, plan).is_ok()
     {
         let stamp = Stamp::degraded(1, plan.target);
-        let step =
-            summarize::write_summary(conversation, cx, plan, &body, stamp, "partial summary");
+        let step = middle::write_summary(conversation, cx, plan, &body, stamp, "partial summary");
         return Some(step);
     }
     let (messages, boundaries) = small_messages(conversation, cx, plan);
     let previous = plan.split.previous_summary(conversation);
     if let Ok(body) =
-        summarize::summarize_messages(cx, summarizer, messages, &boundaries, previous, plan).await
+        middle::summarize_messages(cx, summarizer, messages, &boundaries, previous, plan).await
     {
         let what = "summary of the small messages";
         let stamp = Stamp::degraded(2, plan.target);
-        return Some(summarize::write_summary(
+        return Some(middle::write_summary(
             conversation,
             cx,
             plan,
@@ -66,7 +63,7 @@ pub(crate) fn bare_notice(
 ) -> Option<Step> {
     let rules = KeepRules::keeping(recent);
     let stamp = Stamp::degraded(3, target);
-    prune_with(conversation, cx, rules, stamp, markers::bare_notice)
+    middle::prune_with(conversation, cx, rules, stamp, markers::bare_notice)
 }
 
 /// Level 1: the leading chunk summaries that succeeded, with the partial notice.

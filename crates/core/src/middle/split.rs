@@ -1,4 +1,4 @@
-//! The middle of the history: what strategies ③–⑤ take out, and what they must keep.
+//! The split: which messages of the middle strategies ③–⑤ take out, and what they keep.
 //!
 //! Kept, always: every system message, the first user message, pinned messages, the
 //! current (last) message, and a tail of recent messages before it. A tool exchange (an

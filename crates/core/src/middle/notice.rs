@@ -1,56 +1,17 @@
-//! Strategy ③ — prune the middle of the history.
-//!
-//! Keeps every system message, the first user message, pinned messages, the last N
-//! messages before the current one (moved back so that no tool exchange is split) and the
-//! current message; everything else in the middle is removed and one notice,
-//! `[context compacted: X earlier messages removed]`, takes its place. Tool pairs are then
-//! repaired so the request stays valid. The cut is made in one step to its target, so a
-//! conversation that is carried forward is not trimmed again on every call.
+//! A notice in place of the middle (③, and ⑤'s last level): `[context compacted: X
+//! earlier messages removed]` with the trail of what went on the lines after it.
 
+use super::replace::{replace_middle, trail_of};
+use super::split::{self, Fate, KeepRules, Split};
 use crate::conversation::{Conversation, Message, Role};
-use crate::estimate::{ClassCounts, Weights};
-use crate::middle::{self, Fate, KeepRules, Split};
-use crate::repair::repair_tool_pairs;
-use crate::report::{Step, Strategy, TrailStats};
-use crate::step::{Changes, Measure, Stamp, StepContext};
-use crate::trail::{Rendered, Trail, notice_with_trail, render_for};
+use crate::estimate::ClassCounts;
+use crate::report::{Step, Strategy};
+use crate::step::{Stamp, StepContext};
+use crate::trail::{Rendered, notice_with_trail, render_for};
 
 /// Tokens a trail may take however little a removal frees, at the least: the `Left out
 /// for space: ...` line that counts what did not fit (longer when it counts many kinds).
 const MIN_TRAIL_TOKENS: u64 = 24;
-
-/// SPEC's N for a conversation: min(`recent`, ⌊total/3⌋).
-pub(crate) fn recent_messages(conversation: &Conversation, recent: usize) -> usize {
-    recent.min(conversation.messages.len() / 3)
-}
-
-/// Applies ③ keeping at least `rules.recent` messages before the current one, and as many
-/// more as fit within `target` tokens. Returns `None` when there is nothing to remove.
-pub(crate) fn prune_history(
-    conversation: &mut Conversation,
-    cx: &StepContext<'_>,
-    rules: KeepRules,
-    target: u64,
-) -> Option<Step> {
-    let starts = middle::exchange_starts(conversation);
-    let protected = middle::irreducible(conversation, &starts);
-    let estimator = &cx.estimator;
-    let tokens: Vec<f64> = (conversation.messages.iter())
-        .map(|m| estimator.weights.prior(&m.counts()) * estimator.multiplier)
-        .collect();
-    let tools = conversation
-        .tools()
-        .map_or(0, |t| estimator.tokens_of(&ClassCounts::of_json(t)));
-    let notice = estimator.message_tokens(&middle::notice_message(usize::MAX));
-    // Room for the trail that will follow the notice.
-    let trail = cx.config.trail.budget(cx.budget.effective());
-    let fixed = (tools + notice + trail) as f64;
-    let recent = middle::longest_tail(&starts, &protected, &tokens, fixed, rules.recent, target);
-    let rules = KeepRules { recent, ..rules };
-    let notice = crate::markers::pruned_notice;
-    let stamp = Stamp::of(Strategy::PruneHistory, target);
-    prune_with(conversation, cx, rules, stamp, notice)
-}
 
 /// At most this many shorter tails are tried to make room for the trail.
 const TRAIL_TRIES: usize = 16;
@@ -83,8 +44,8 @@ pub(crate) fn prune_with(
     stamp: Stamp,
     notice: fn(usize) -> String,
 ) -> Option<Step> {
-    let starts = middle::exchange_starts(conversation);
-    let protected = middle::irreducible(conversation, &starts);
+    let starts = split::exchange_starts(conversation);
+    let protected = split::irreducible(conversation, &starts);
     let first = candidate(
         conversation,
         cx,
@@ -145,7 +106,7 @@ fn candidate(
     stamp: Stamp,
     notice: fn(usize) -> String,
 ) -> Option<Candidate> {
-    let split = middle::split(conversation, starts, protected, rules);
+    let split = split::split(conversation, starts, protected, rules);
     if !split.is_effective() {
         return None;
     }
@@ -180,7 +141,7 @@ fn candidate(
         cx.budget.effective()
     };
     let config = &cx.config.trail;
-    let trail = Trail::of_split(conversation, &split, config);
+    let trail = trail_of(conversation, &split, config);
     // At most half of what the removal frees (a step must still free room), but room for
     // at least the line counting what was left out: every removal leaves a trail, also
     // when what must stay leaves no room under E (the result is over E either way).
@@ -206,57 +167,4 @@ fn candidate(
         wanted,
         shown,
     })
-}
-
-/// Puts `replacement` where the split takes messages out, repairs the tool pairs, and
-/// accounts for all of it as one step (③, ④ and ⑤ all end here).
-pub(crate) fn replace_middle(
-    conversation: &mut Conversation,
-    cx: &StepContext<'_>,
-    split: &Split,
-    (replacement, trail): (Message, Option<TrailStats>),
-    stamp: Stamp,
-    what: &str,
-) -> Step {
-    let measure = Measure::before(cx, conversation);
-    // The turn alone was over the budget: its older tool exchanges went.
-    let inside_current_turn = middle::current_turn(conversation).is_some_and(|(at, _)| {
-        (split.fates.iter().enumerate()).any(|(i, f)| i > at && *f != Fate::Keep)
-    });
-    let chars_added = Weights::chars(&replacement.counts())
-        + (split.bridge_messages().iter())
-            .map(|m| Weights::chars(&m.counts()))
-            .sum::<u64>();
-    let replaced = split.fates.iter().filter(|f| **f != Fate::Keep).count();
-    split.apply(conversation, replacement);
-    let repair = repair_tool_pairs(conversation);
-    // Tentative: the engine may roll this step back; it logs what it keeps (engine.rs).
-    tracing::debug!(
-        strategy = stamp.strategy.as_str(),
-        replaced,
-        what,
-        "history step applied"
-    );
-    let mut detail = format!(
-        "{replaced} message(s) replaced by {what}; {} orphan result(s) dropped, {} synthetic result(s) added",
-        repair.results_dropped, repair.results_added
-    );
-    if inside_current_turn {
-        detail
-            .push_str("; the current turn alone was over budget: its older tool exchanges removed");
-    }
-    let mut step = measure.finish(
-        cx,
-        conversation,
-        stamp,
-        Changes {
-            messages_affected: replaced + repair.results_dropped,
-            messages_removed: replaced + repair.messages_removed,
-            chars_added: chars_added + repair.chars_added,
-        },
-        detail,
-    );
-    step.trail = trail;
-    step.inside_current_turn = inside_current_turn;
-    step
 }

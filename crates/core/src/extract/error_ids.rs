@@ -6,14 +6,15 @@
 //! start, `** (RuntimeError) ...`, `error[E0308]: ...`), not on the bare word, because file
 //! contents are full of `raise ValueError(...)` that are code, not errors. Which results are
 //! looked at (shell output fully, file contents only for the tool's own failure) follows the
-//! offline summarizer, whose recognisers (`offline/scan.rs`) this module reuses.
+//! offline summarizer, whose recognisers (`error_lines.rs`) this module reuses.
 
 use std::ops::Range;
 use std::sync::OnceLock;
 
 use regex::Regex;
 
-use crate::offline::scan;
+use super::error_lines;
+use super::floor_char_boundary;
 
 /// Longest message kept after an exception class or an error code.
 const MESSAGE_CHARS: usize = 140;
@@ -101,8 +102,8 @@ fn scanned(text: &str) -> (&str, &str) {
     if text.len() <= SCAN_HEAD + SCAN_TAIL {
         return (text, "");
     }
-    let head = floor(text, SCAN_HEAD);
-    let tail = floor(text, text.len() - SCAN_TAIL);
+    let head = floor_char_boundary(text, SCAN_HEAD);
+    let tail = floor_char_boundary(text, text.len() - SCAN_TAIL);
     (&text[..head], &text[tail..])
 }
 
@@ -123,7 +124,7 @@ pub(crate) enum Output {
 /// its first error line stands for one (a shell's failure is its command's outcome).
 pub(crate) fn error_ids(text: &str, output: Output, flagged: bool) -> Vec<String> {
     if output == Output::Content && !flagged {
-        return scan::failure_head(text)
+        return error_lines::failure_head(text)
             .map(|line| vec![cut(&line, MESSAGE_CHARS)])
             .unwrap_or_default();
     }
@@ -133,7 +134,7 @@ pub(crate) fn error_ids(text: &str, output: Output, flagged: bool) -> Vec<String
         identifiers(part, &mut ids);
     }
     if ids.is_empty() && flagged && output != Output::Shell {
-        let (lines, _) = scan::error_lines(head, 1);
+        let (lines, _) = error_lines::error_lines(head, 1);
         let first = lines
             .first()
             .copied()
@@ -426,15 +427,6 @@ pub(crate) fn cut(text: &str, max: usize) -> String {
     }
 }
 
-/// The largest char boundary of `text` at or below `max`.
-pub(crate) fn floor(text: &str, max: usize) -> usize {
-    let mut index = text.len().min(max);
-    while index > 0 && !text.is_char_boundary(index) {
-        index -= 1;
-    }
-    index
-}
-
 #[cfg(test)]
-#[path = "errors_tests.rs"]
+#[path = "error_ids_tests.rs"]
 mod tests;

@@ -1,0 +1,205 @@
+use super::grammar::{clause_words, is_question, strip_lead_ins};
+use super::*;
+
+fn yes(text: &str) {
+    assert!(
+        RememberPolicy::default().is_remember_request(text),
+        "should match: {text:?}"
+    );
+}
+
+fn no(text: &str) {
+    assert!(
+        !RememberPolicy::default().is_remember_request(text),
+        "should not match: {text:?}"
+    );
+}
+
+#[test]
+fn the_prefilter_never_hides_a_phrase() {
+    let policy = RememberPolicy::default();
+    for phrase in policy.phrases() {
+        let text = format!("so {} this", phrase.to_uppercase());
+        let prefilter = policy.prefilter.as_ref().unwrap();
+        assert!(prefilter.is_match(&text), "{phrase}");
+    }
+    assert!(
+        !policy
+            .prefilter
+            .as_ref()
+            .unwrap()
+            .is_match("the build failed in module 3")
+    );
+}
+
+#[test]
+fn english_requests() {
+    yes("remember");
+    yes("Remember: the API key lives in .env");
+    yes("please remember that we use tabs");
+    yes("Also, don't forget to update the changelog.");
+    yes("Don’t forget the migration"); // typographic apostrophe
+    yes("DO NOT FORGET to run clippy");
+    yes("dont forget the tests");
+    yes("Fix the parser. Remember to add a regression test!");
+    yes("Can you remember that the server runs on port 8080?");
+    yes("Could you please remember my name is Ana");
+    yes("I want you to remember this: staging is read-only");
+    yes("You should remember that the CI is slow");
+    yes("Keep in mind that tests take ten minutes");
+    yes("Ok so remember, no force pushes");
+    yes("- remember to run the linter\n- and open a PR");
+    yes("1) Remember the port\n2) deploy");
+    yes("**Remember**: never commit secrets");
+    yes("When you deploy, remember to run migrations");
+    yes("Fix the bug and remember to add a test");
+    yes("Please try to remember the style guide");
+    yes("Memorize this: the build uses Bazel");
+    yes("Just a note.\n\nRemember, YOU SHOULD ALWAYS INCLUDE EXACTLY ONE TOOL CALL");
+}
+
+#[test]
+fn english_narrative_and_non_words() {
+    no("I remember when we fixed this last week.");
+    no("Do you remember the port?");
+    no("Yes, I remember.");
+    no("I also remember that the tests were flaky");
+    no("I always remember names");
+    no("I try to remember everything");
+    no("I remembered it this morning");
+    no("an unforgettable day");
+    no("We should keep it in mind"); // not the phrase "keep in mind"
+    no("Remember when we shipped on a Friday?");
+    no("I'll never forget that outage");
+    no("call obj.remember(key) to cache it");
+    no("remember(key) returns the cached value");
+    no("the `remember` helper");
+    no("the remember_me cookie");
+    no("");
+    no("nothing relevant here");
+}
+
+#[test]
+fn french_requests_and_narrative() {
+    yes("Merci de retenir que le port est 8080");
+    yes("Retiens bien : on utilise Postgres");
+    yes("Et n'oublie pas de lancer les tests");
+    yes("S'il te plaît, retiens ça");
+    yes("N’oubliez pas la migration.");
+    yes("Peux-tu retenir que la prod est en lecture seule ?");
+    yes("Souviens-toi que la CI est lente");
+    no("Je retiens surtout que ça marche");
+    no("Tu te souviens de la réunion ?");
+    no("Je n'oublie pas les tests");
+    no("Il est difficile de retenir tout ça");
+    no("Vous rappelez-vous la date ?");
+}
+
+#[test]
+fn german_requests_and_narrative() {
+    yes("Bitte merken: Port 8080");
+    yes("Merk dir, dass wir Tabs verwenden");
+    yes("Vergiss nicht, die Tests laufen zu lassen");
+    yes("Und denk daran: keine Force-Pushes");
+    yes("Bitte unbedingt merken, dass staging nur lesbar ist");
+    yes("Kannst du dir merken, dass der Server in Berlin steht?");
+    yes("Vergessen Sie nicht die Migration");
+    no("Ich denke daran, wie es früher war");
+    no("Wir vergessen sie nicht");
+    no("Ich kann mir das nicht merken");
+    no("Sie merken schon, dass es langsam ist");
+}
+
+#[test]
+fn chinese_requests_and_narrative() {
+    yes("记住：端口是 8080");
+    yes("请记住我们用的是 PostgreSQL");
+    yes("请帮我记住这个路径");
+    yes("别忘了运行测试");
+    yes("以后要记得先跑测试");
+    no("我记住了你的名字");
+    no("我还记得那天的事");
+    no("你记住了吗？");
+    no("没记住那个命令");
+}
+
+#[test]
+fn japanese_requests_and_narrative() {
+    yes("ポートは8080だと覚えておいてください");
+    yes("これを覚えて");
+    yes("覚えていてください");
+    yes("覚えといて、本番は読み取り専用");
+    yes("テストを忘れないでね");
+    no("昔のことをよく覚えています");
+    no("あの日のこと覚えてる？");
+    no("名前を覚えておきます");
+    no("覚えてない");
+}
+
+#[test]
+fn configurable_phrases() {
+    let policy = RememberPolicy::from_phrases(["Pin this", "  ", "pin this", "メモして"]);
+    assert_eq!(policy.phrases(), ["Pin this", "メモして"]);
+    assert!(policy.is_remember_request("Pin this: the token expires hourly"));
+    assert!(policy.is_remember_request("please pin this"));
+    assert!(!policy.is_remember_request("I pin this to the wall"));
+    assert!(!policy.is_remember_request("remember the port"));
+    assert!(policy.is_remember_request("これをメモして"));
+    let none = RememberPolicy::from_phrases(Vec::<String>::new());
+    assert!(none.phrases().is_empty());
+    assert!(!none.is_remember_request("remember this"));
+}
+
+#[test]
+fn self_marked_phrases_match_anywhere() {
+    let policy = RememberPolicy::from_phrases(["please remember"]);
+    assert!(policy.is_remember_request("As we discussed please remember the port"));
+    no("As we discussed, I know you remember the port");
+}
+
+#[test]
+fn default_phrases_are_listed() {
+    let policy = RememberPolicy::default();
+    for spec in [
+        "remember",
+        "please remember",
+        "don't forget",
+        "merci de retenir",
+        "retiens",
+        "bitte merken",
+        "merk dir",
+        "记住",
+        "覚えて",
+    ] {
+        assert!(policy.phrases().iter().any(|p| p == spec), "{spec}");
+        yes(spec);
+    }
+    assert_eq!(
+        policy.phrases().len(),
+        DEFAULT_PHRASES.len(),
+        "no duplicates"
+    );
+}
+
+#[test]
+fn long_clauses_only_match_after_triggers() {
+    let filler = "word ".repeat(60);
+    no(&format!("{filler}remember the port"));
+    yes(&format!("{filler}can you remember the port"));
+}
+
+#[test]
+fn helpers() {
+    assert_eq!(
+        normalize_text("  Don’t\r\n  FORGET\t x "),
+        " don't\nforget x "
+    );
+    assert_eq!(clause_words("** please - also"), ["also"]);
+    assert!(is_question(" when we met?"));
+    assert!(!is_question(" the port. ok?"));
+    assert_eq!(
+        strip_lead_ins(&["ok", "so", "2", "and", "also"]),
+        [] as [&str; 0]
+    );
+    assert_eq!(strip_lead_ins(&["i", "also"]), ["i", "also"]);
+}
