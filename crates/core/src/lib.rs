@@ -158,3 +158,8 @@ pub use report::{Report, Step, Strategy};
 pub use retry::{CallError, Called};
 pub use trail::{TrailConfig, TrailStats};
 pub use untouched::Load;
+
+/// The README's library example, compiled with the doc tests so that it stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeExample;
