@@ -2,9 +2,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, unreachable_pub)] // test code: a failure is a test failure
 
-use std::io::Write;
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use context_cascade::Format;
@@ -61,24 +62,6 @@ fn run(args: &[&str]) -> Output {
         .env_remove("RUST_LOG")
         .output()
         .expect("run cascade")
-}
-
-fn run_with_stdin(args: &[&str], stdin: &[u8]) -> Output {
-    let mut child = Command::new(BIN)
-        .args(args)
-        .env_remove("RUST_LOG")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn cascade");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(stdin)
-        .expect("write stdin");
-    child.wait_with_output().expect("wait for cascade")
 }
 
 fn stdout(o: &Output) -> String {
@@ -223,7 +206,7 @@ fn classify_recognises_an_overflow_and_not_a_rate_limit() {
 
 #[test]
 fn classify_reads_standard_input() {
-    let out = run_with_stdin(
+    let out = common::run_with_stdin(
         &["classify", "-"],
         br#"{"error":{"code":"context_length_exceeded","message":"This model's maximum context length is 128000 tokens. However, your messages resulted in 130001 tokens."}}"#,
     );
@@ -298,7 +281,7 @@ fn every_bad_input_is_one_line_and_exit_2_in_every_command() {
     let empty = empty.to_str().expect("utf-8 path");
     assert_bad_input(&run(&["classify", empty]), empty, "$", "empty");
     // The same from standard input.
-    let out = run_with_stdin(&["compact", "--window", "8000"], b"[{\"role\": 7}]");
+    let out = common::run_with_stdin(&["compact", "--window", "8000"], b"[{\"role\": 7}]");
     assert_bad_input(&out, "<stdin>", "$[0].role", "found a number");
 }
 
@@ -415,7 +398,7 @@ fn compact_keeps_anthropic_format_and_strips_pins() {
 #[test]
 fn compact_reads_stdin_and_writes_stdout() {
     let body = std::fs::read(wrapped(&transcripts()[0])).expect("read");
-    let out = run_with_stdin(&["compact", "-", "--window", "32000", "--pretty"], &body);
+    let out = common::run_with_stdin(&["compact", "-", "--window", "32000", "--pretty"], &body);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(out.stdout.starts_with(b"{\n"), "pretty JSON on stdout");
     context_cascade::format::parse(&out.stdout, None).expect("valid output");

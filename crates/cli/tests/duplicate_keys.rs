@@ -4,11 +4,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, unreachable_pub)] // test code: a failure is a test failure
 
-use std::io::Write;
-use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+mod common;
 
-const BIN: &str = env!("CARGO_BIN_EXE_cascade");
+use std::path::PathBuf;
+use std::process::Output;
 
 fn temp_file(name: &str, bytes: &[u8]) -> PathBuf {
     let path = std::env::temp_dir().join(format!(
@@ -17,19 +16,6 @@ fn temp_file(name: &str, bytes: &[u8]) -> PathBuf {
     ));
     std::fs::write(&path, bytes).unwrap();
     path
-}
-
-fn run(args: &[&str], stdin: &[u8]) -> Output {
-    let mut child = Command::new(BIN)
-        .args(args)
-        .env_remove("RUST_LOG")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn cascade");
-    child.stdin.take().unwrap().write_all(stdin).unwrap();
-    child.wait_with_output().expect("wait for cascade")
 }
 
 /// Asserts exit 2, nothing on stdout and exactly `expected` (one line) on stderr.
@@ -47,7 +33,7 @@ fn compact_refuses_a_repeated_top_level_key_and_names_the_file() {
     let body = br#"{"model":"gpt-4o","model":"claude-sonnet-4-5","messages":[{"role":"user","content":"hi"}]}"#;
     let file = temp_file("top.json", body);
     let name = file.to_str().unwrap();
-    let out = run(&["compact", name, "--window", "8000"], b"");
+    let out = common::run_with_stdin(&["compact", name, "--window", "8000"], b"");
     assert_refused(
         &out,
         &format!("cascade: {name}: $: duplicate key \"model\": {WHY}"),
@@ -61,13 +47,13 @@ fn the_path_names_the_object_inside_the_messages() {
         {"role":"user","content":"a"},
         {"role":"assistant","content":"b"},
         {"role":"user","content":"first","content":"second"}]}"#;
-    let out = run(&["compact", "-", "--window", "8000"], body);
+    let out = common::run_with_stdin(&["compact", "-", "--window", "8000"], body);
     assert_refused(
         &out,
         &format!("cascade: <stdin>: $.messages[3]: duplicate key \"content\": {WHY}"),
     );
     // Every command that reads a conversation reads it the same way.
-    let out = run(&["inspect", "-"], body);
+    let out = common::run_with_stdin(&["inspect", "-"], body);
     assert_refused(
         &out,
         &format!("cascade: <stdin>: $.messages[3]: duplicate key \"content\": {WHY}"),
@@ -75,7 +61,7 @@ fn the_path_names_the_object_inside_the_messages() {
     let nested = br#"{"model":"claude-sonnet-4-5","messages":[{"role":"user","content":[
         {"type":"text","text":"a"},
         {"type":"tool_result","tool_use_id":"t1","content":"x","is_error":false,"is_error":true}]}]}"#;
-    let out = run(&["compact", "-", "--window", "8000"], nested);
+    let out = common::run_with_stdin(&["compact", "-", "--window", "8000"], nested);
     assert_refused(
         &out,
         &format!("cascade: <stdin>: $.messages[0].content[1]: duplicate key \"is_error\": {WHY}"),
@@ -90,7 +76,7 @@ fn the_same_key_in_different_objects_is_no_repeat() {
             {"id":"c1","type":"function","function":{"name":"ls","arguments":"{\"path\":\"/\",\"path\":\"/tmp\"}"}}]},
         {"role":"tool","tool_call_id":"c1","content":"ok"}]}"#;
     // A repeat inside a string (the tool call's arguments) is text, not a key of the body.
-    let out = run(&["compact", "-", "--window", "8000"], body);
+    let out = common::run_with_stdin(&["compact", "-", "--window", "8000"], body);
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -106,7 +92,7 @@ fn the_same_key_in_different_objects_is_no_repeat() {
 
 #[test]
 fn invalid_json_is_reported_as_such_even_with_a_repeated_key() {
-    let out = run(
+    let out = common::run_with_stdin(
         &["compact", "-", "--window", "8000"],
         br#"{"model":"a","model":"b","messages":["#,
     );

@@ -275,26 +275,7 @@ mod tests {
         assert!(c.punctuation >= 8);
     }
 
-    /// A tokenizer that counts one token per character.
-    #[derive(Debug)]
-    struct PerChar;
-
-    impl TokenCounter for PerChar {
-        fn name(&self) -> &str {
-            "per-char"
-        }
-        fn message(&self, message: &Message) -> u64 {
-            message.text_content().chars().count() as u64
-        }
-        fn request_overhead(&self, _: &Conversation) -> u64 {
-            3
-        }
-        fn text(&self, text: &str) -> u64 {
-            text.chars().count() as u64
-        }
-    }
-
-    static PER_CHAR: PerChar = PerChar;
+    static PER_CHAR: counter::PerChar = counter::PerChar { overhead: 3 };
 
     #[test]
     fn a_message_too_long_to_count_exactly_is_estimated() {

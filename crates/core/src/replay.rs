@@ -269,19 +269,7 @@ mod tests {
     }
 
     fn tool_session(turns: usize, output_chars: usize) -> Conversation {
-        let mut messages = vec![
-            serde_json::json!({"role": "system", "content": "You are a coding agent."}),
-            serde_json::json!({"role": "user", "content": "Read every file and fix the bug."}),
-        ];
-        for i in 0..turns {
-            let id = format!("call_{i}");
-            messages.push(serde_json::json!({"role": "assistant", "content": null,
-                "tool_calls": [{"id": id, "type": "function", "function": {
-                    "name": "read_file", "arguments": format!("{{\"path\":\"src/f{i}.rs\"}}")}}]}));
-            messages.push(serde_json::json!({"role": "tool", "tool_call_id": id,
-                "content": format!("// file {i}\n{}", "let x = 1;\n".repeat(output_chars / 11))}));
-        }
-        let body = serde_json::json!({"model": "gpt-4o", "messages": messages});
+        let body = cascade_test_support::tool_session_body(turns, output_chars);
         format::parse_value(body, None).expect("valid test body")
     }
 

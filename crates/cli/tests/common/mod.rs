@@ -1,9 +1,34 @@
-//! What the CLI's summarizer tests share.
+//! What the CLI's tests share.
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
 
 use serde_json::{Value, json};
 
+/// Runs the `cascade` binary with `args`, writing `stdin` to it (no `RUST_LOG`: stderr holds
+/// only what the command prints).
+#[allow(dead_code)] // not every test crate sends standard input
+pub fn run_with_stdin(args: &[&str], stdin: &[u8]) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cascade"))
+        .args(args)
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn cascade");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(stdin)
+        .expect("write stdin");
+    child.wait_with_output().expect("wait for cascade")
+}
+
 /// Long prose turns: nothing ② can compact and the recent turns alone overflow the pruning
 /// target, so ③ cannot do and ④ must summarize.
+#[allow(dead_code)] // the summarizer tests' session
 pub fn session_messages() -> Vec<Value> {
     let prose = "The parser in src/lexer.rs still mishandles nested comments; ".repeat(30);
     let mut messages =

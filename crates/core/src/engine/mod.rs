@@ -200,17 +200,9 @@ impl ContextManager {
             .await;
         if report.tokens_after > budget.share(self.config.recovery.preemptive_ratio) {
             escalation.towards(Goal::Under(self.config.recovery.preemptive_ratio));
-            let escalation = &mut escalation;
-            (self.escalate(
-                summarizer,
-                conversation,
-                budget,
-                escalation,
-                &mut report,
-                0.0,
-            ))
-            .await;
-            self.layer1(conversation, budget, &mut report);
+            let walk = (summarizer, &mut escalation);
+            self.escalate_then_layer1(walk, conversation, budget, &mut report)
+                .await;
             self.finish(conversation, budget, &mut report);
         }
         report
@@ -229,23 +221,28 @@ impl ContextManager {
         if self.would_change(conversation, budget) {
             self.layer1(conversation, budget, &mut report);
             if self.should_preemptive_compact(conversation, budget) {
-                (self.escalate(
-                    summarizer,
-                    conversation,
-                    budget,
-                    escalation,
-                    &mut report,
-                    0.0,
-                ))
-                .await;
-                // ② may reach its watermark now where it could not before Layer 2/3 (when
-                // it does not compact short of it): it runs again, so that the next call's
-                // Layer 1 finds nothing left to do and a second compaction changes nothing.
-                self.layer1(conversation, budget, &mut report);
+                let walk = (summarizer, escalation);
+                self.escalate_then_layer1(walk, conversation, budget, &mut report)
+                    .await;
             }
         }
         self.finish(conversation, budget, &mut report);
         report
+    }
+
+    /// One run of the escalation ladder through `summarizer`, then Layer 1 again: ② may
+    /// reach its watermark now where it could not before Layer 2/3 (when it does not compact
+    /// short of it), so that the next call's Layer 1 finds nothing left to do and a second
+    /// compaction changes nothing.
+    async fn escalate_then_layer1(
+        &self,
+        (summarizer, escalation): (&dyn Summarizer, &mut Escalation<'_>),
+        conversation: &mut Conversation,
+        budget: Budget,
+        report: &mut Report,
+    ) {
+        (self.escalate(summarizer, conversation, budget, escalation, report, 0.0)).await;
+        self.layer1(conversation, budget, report);
     }
 
     /// ① then ②.

@@ -125,31 +125,35 @@ impl Counters {
     }
 }
 
+/// A tokenizer for tests that counts one token per character, plus `overhead` per request.
+#[cfg(test)]
+#[derive(Debug)]
+pub(crate) struct PerChar {
+    pub(crate) overhead: u64,
+}
+
+#[cfg(test)]
+impl TokenCounter for PerChar {
+    fn name(&self) -> &str {
+        "per-char"
+    }
+    fn message(&self, message: &Message) -> u64 {
+        message.text_content().chars().count() as u64
+    }
+    fn request_overhead(&self, _: &Conversation) -> u64 {
+        self.overhead
+    }
+    fn text(&self, text: &str) -> u64 {
+        text.chars().count() as u64
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure is a test failure
     use super::*;
 
-    /// A tokenizer that counts one token per character.
-    #[derive(Debug)]
-    struct PerChar;
-
-    impl TokenCounter for PerChar {
-        fn name(&self) -> &str {
-            "per-char"
-        }
-        fn message(&self, message: &Message) -> u64 {
-            message.text_content().chars().count() as u64
-        }
-        fn request_overhead(&self, _: &Conversation) -> u64 {
-            0
-        }
-        fn text(&self, text: &str) -> u64 {
-            text.chars().count() as u64
-        }
-    }
-
-    static PER_CHAR: PerChar = PerChar;
+    static PER_CHAR: PerChar = PerChar { overhead: 0 };
 
     fn counters() -> Counters {
         Counters::new(std::sync::Arc::new(|model: &str| {
