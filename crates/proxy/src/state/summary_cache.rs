@@ -251,8 +251,13 @@ mod tests {
         tenancy.unwrap().tenant(&axum::http::HeaderMap::new())
     }
 
-    #[test]
-    fn without_a_tenant_nothing_is_read_or_written_and_tenants_do_not_share() {
+    /// A cache over an in-memory SQLite store and a summarizer that counts its calls.
+    fn counted_cache() -> (
+        Arc<crate::state::store::SqliteStore>,
+        Arc<Metrics>,
+        Arc<Counting>,
+        Arc<CachingSummarizer>,
+    ) {
         let store = crate::state::store::SqliteStore::open(
             Path::new(crate::config::IN_MEMORY_DB),
             Default::default(),
@@ -260,11 +265,13 @@ mod tests {
         let store = Arc::new(store.unwrap());
         let metrics = Arc::new(Metrics::default());
         let inner = Arc::new(Counting(AtomicUsize::new(0)));
-        let cache = Arc::new(CachingSummarizer::new(
-            inner.clone(),
-            store.clone(),
-            metrics,
-        ));
+        let cache = CachingSummarizer::new(inner.clone(), store.clone(), metrics.clone());
+        (store, metrics, inner, Arc::new(cache))
+    }
+
+    #[test]
+    fn without_a_tenant_nothing_is_read_or_written_and_tenants_do_not_share() {
+        let (store, _, inner, cache) = counted_cache();
         let request = SummaryRequest::summarize(vec![Message::text(Role::User, "hello")], 100);
         // The cache as the engine's default, asked without a tenant: refused, no read (the
         // inner summarizer is not asked either) and no write.
@@ -307,18 +314,7 @@ mod tests {
 
     #[test]
     fn same_messages_hit_the_cache() {
-        let store = crate::state::store::SqliteStore::open(
-            Path::new(crate::config::IN_MEMORY_DB),
-            Default::default(),
-        );
-        let store = Arc::new(store.unwrap());
-        let metrics = Arc::new(Metrics::default());
-        let inner = Arc::new(Counting(AtomicUsize::new(0)));
-        let cache = Arc::new(CachingSummarizer::new(
-            inner.clone(),
-            store,
-            metrics.clone(),
-        ));
+        let (_, metrics, inner, cache) = counted_cache();
         let cache = cache.for_tenant(&tenant());
         let request = SummaryRequest::summarize(vec![Message::text(Role::User, "hello")], 100);
         let a = pollster::block_on(cache.summarize(&request)).unwrap();
