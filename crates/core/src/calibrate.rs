@@ -22,23 +22,25 @@ use std::collections::BTreeMap;
 use crate::config::CascadeConfig;
 use crate::estimate::counter::MODELS_KEPT;
 
-/// One model's calibration state.
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+/// One model's calibration state: all of it, so that a scale persisted and read back (a
+/// restart, another replica) folds the next observation exactly as the process that wrote it
+/// would have.
+#[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize, serde::Deserialize)]
 pub struct Scale {
     /// real tokens / prior tokens.
     pub scale: f64,
     /// Observations folded in so far.
     pub observations: u64,
+    /// Size-weighted rule only: the decayed `Σ prior` behind `scale`; 0 when unknown (a
+    /// scale written before it was kept), which weighs as the starting scale does.
+    #[serde(default)]
+    pub weight: f64,
 }
 
 /// Calibration for every model seen, keyed by model id.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Calibration {
     models: BTreeMap<String, Scale>,
-    /// Size-weighted rule only: the decayed `Σ prior` behind each model's scale. A scale
-    /// restored without it weighs as the starting scale does.
-    #[serde(default)]
-    weights: BTreeMap<String, f64>,
     /// An observation far from a model's scale, waiting for the next one to confirm it.
     /// Absent from forms written before it existed; not persisted by the proxy (a restart
     /// forgets an unconfirmed outlier, which is the safe side).
@@ -123,7 +125,6 @@ impl Calibration {
             .map(|(name, _)| name.clone());
         if let Some(name) = fewest {
             self.models.remove(&name);
-            self.weights.remove(&name);
             self.held.remove(&name);
         }
     }
@@ -145,17 +146,19 @@ impl Calibration {
                 obs
             },
             observations: 0,
+            weight: 0.0,
         });
         if pseudo_tokens > 0.0 {
             // Σ real / Σ prior with the (clamped) observation standing for `real`.
             let keep = 1.0 - config.calibration.ema_alpha;
-            let weight = self
-                .weights
-                .entry(model.to_owned())
-                .or_insert(pseudo_tokens);
-            let real_sum = keep * entry.scale * *weight + obs * prior;
-            *weight = keep * *weight + prior;
-            entry.scale = real_sum / *weight;
+            let weight = if entry.weight > 0.0 {
+                entry.weight
+            } else {
+                pseudo_tokens
+            };
+            let real_sum = keep * entry.scale * weight + obs * prior;
+            entry.weight = keep * weight + prior;
+            entry.scale = real_sum / entry.weight;
         } else if entry.observations > 0 {
             entry.scale = config.calibration.ema_alpha * obs
                 + (1.0 - config.calibration.ema_alpha) * entry.scale;
@@ -179,7 +182,6 @@ impl Calibration {
     /// Restores a persisted scale.
     pub fn set(&mut self, model: &str, scale: Scale) {
         self.models.insert(model.to_owned(), scale);
-        self.weights.remove(model);
         self.held.remove(model);
     }
 
@@ -276,6 +278,21 @@ mod tests {
     }
 
     #[test]
+    fn a_scale_read_back_folds_the_next_observation_as_the_live_one() {
+        let config = weighted();
+        let mut live = Calibration::new();
+        live.observe("m", 2_000.0, 2_600, None, &config);
+        live.observe("m", 50_000.0, 61_000, None, &config);
+        // Persisted and restored elsewhere (a restart, another replica): the whole state.
+        let mut restored = Calibration::new();
+        restored.set("m", live.get("m").unwrap());
+        let a = live.observe("m", 8_000.0, 9_000, None, &config);
+        let b = restored.observe("m", 8_000.0, 9_000, None, &config);
+        assert_eq!(a, b);
+        assert!(live.get("m").unwrap().weight > 0.0);
+    }
+
+    #[test]
     fn restored_scale_weighs_as_the_starting_scale() {
         let config = weighted();
         let mut c = Calibration::new();
@@ -284,6 +301,7 @@ mod tests {
             Scale {
                 scale: 1.5,
                 observations: 9,
+                weight: 0.0,
             },
         );
         let scale = c.observe("m", 10_000.0, 10_000, None, &config);

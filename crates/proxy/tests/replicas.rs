@@ -61,7 +61,9 @@ async fn cluster(replicas: usize, state: Option<String>, db: &Path, window: u64)
         config.window.force = Some(window);
         config.state.path = match &state {
             Some(_) => db.join("shared.db"),
-            None => db.join(format!("replica-{i}.db")),
+            // Each scenario's own file: a calibration persisted by an earlier one would
+            // make this replica start from what the Redis pair starts without.
+            None => db.join(format!("replica-{i}-{window}.db")),
         };
         config.state.url = state.clone();
         config.summarizer.endpoint = upstream.clone();

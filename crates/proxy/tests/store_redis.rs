@@ -41,6 +41,7 @@ async fn conversation_keys_expire_and_model_keys_do_not() {
     let scale = context_cascade::Scale {
         scale: 1.0,
         observations: 1,
+        weight: 0.0,
     };
     store.save_scale("m", scale).await.unwrap();
     for key in ["cascade:summary:s", "cascade:facts:c", "cascade:sticky:c"] {

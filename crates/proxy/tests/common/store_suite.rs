@@ -79,14 +79,17 @@ pub async fn learned_windows_persist(store: &dyn StateStore, run: &str) {
 
 pub async fn calibration_persists(store: &dyn StateStore, run: &str) {
     let model = format!("m-{run}");
+    // The size-weighted rule's weight goes with the scale (a replica folds on from it).
     let scale = Scale {
         scale: 1.3,
         observations: 4,
+        weight: 41_234.5,
     };
     store.save_scale(&model, scale).await.unwrap();
     let odd = Scale {
         scale: 0.1 + 0.2,
         observations: u64::from(u32::MAX) + 7,
+        weight: 0.0,
     };
     store.save_scale(&format!("{model}-b"), odd).await.unwrap();
     let all = store.calibration().await.unwrap();

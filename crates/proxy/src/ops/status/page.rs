@@ -368,6 +368,7 @@ mod tests {
                 Scale {
                     scale: 1.25,
                     observations: 4,
+                    weight: 0.0,
                 },
             )],
             selected: None,

@@ -226,18 +226,25 @@ impl StateStore for RedisStore {
             let all: Vec<(String, String)> = self
                 .run(|mut c| async move { c.hgetall(CALIBRATION).await })
                 .await?;
+            // `scale observations [weight]`: a value written before the weight was kept
+            // reads with weight 0 (it weighs as the starting scale, as it did then).
             let parse = |(model, value): (String, String)| {
-                let (scale, observations) = value
-                    .split_once(' ')
-                    .and_then(|(s, o)| Some((s.parse().ok()?, o.parse().ok()?)))
-                    .ok_or_else(|| malformed("calibration", &value))?;
-                Ok((
-                    model,
-                    Scale {
+                let mut fields = value.split(' ');
+                let scale = (|| {
+                    let scale = fields.next()?.parse().ok()?;
+                    let observations = fields.next()?.parse().ok()?;
+                    let weight = match fields.next() {
+                        Some(weight) => weight.parse().ok()?,
+                        None => 0.0,
+                    };
+                    fields.next().is_none().then_some(Scale {
                         scale,
                         observations,
-                    },
-                ))
+                        weight,
+                    })
+                })();
+                let scale = scale.ok_or_else(|| malformed("calibration", &value))?;
+                Ok((model, scale))
             };
             all.into_iter().map(parse).collect()
         })
@@ -246,7 +253,7 @@ impl StateStore for RedisStore {
     fn save_scale<'a>(&'a self, model: &'a str, scale: Scale) -> BoxFuture<'a, StoreResult<()>> {
         Box::pin(async move {
             // Rust writes an f64 in the shortest form that reads back to the same value.
-            let value = format!("{} {}", scale.scale, scale.observations);
+            let value = format!("{} {} {}", scale.scale, scale.observations, scale.weight);
             self.run(|mut c| async move { c.hset(CALIBRATION, model, value).await })
                 .await
         })

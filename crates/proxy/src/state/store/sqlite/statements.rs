@@ -22,7 +22,8 @@ CREATE TABLE IF NOT EXISTS summaries (
 CREATE TABLE IF NOT EXISTS calibration (
     model TEXT PRIMARY KEY,
     scale REAL NOT NULL,
-    observations INTEGER NOT NULL
+    observations INTEGER NOT NULL,
+    weight REAL NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS learned_windows (
     model TEXT PRIMARY KEY,
@@ -73,7 +74,17 @@ pub(super) fn prepare(connection: &Connection) -> rusqlite::Result<()> {
     if version < SCHEMA_VERSION {
         connection.pragma_update(None, "user_version", SCHEMA_VERSION)?;
     }
-    connection.execute_batch(SCHEMA)
+    connection.execute_batch(SCHEMA)?;
+    // A calibration table from before the size-weighted rule's weight was kept: its rows
+    // read back with weight 0 (they weigh as the starting scale, as they did then).
+    let has_weight = connection
+        .prepare("SELECT weight FROM calibration LIMIT 0")
+        .is_ok();
+    if !has_weight {
+        connection
+            .execute_batch("ALTER TABLE calibration ADD COLUMN weight REAL NOT NULL DEFAULT 0")?;
+    }
+    Ok(())
 }
 
 /// Deletes conversation rows last written before `now - ttl`, then the oldest rows until
@@ -171,13 +182,14 @@ pub(super) fn put_summary(
 }
 
 pub(super) fn calibration(c: &Connection) -> rusqlite::Result<Vec<(String, Scale)>> {
-    let mut statement = c.prepare("SELECT model, scale, observations FROM calibration")?;
+    let mut statement = c.prepare("SELECT model, scale, observations, weight FROM calibration")?;
     let rows = statement.query_map([], |row| {
         Ok((
             row.get::<_, String>(0)?,
             Scale {
                 scale: row.get(1)?,
                 observations: row.get::<_, i64>(2)?.max(0) as u64,
+                weight: row.get(3)?,
             },
         ))
     })?;
@@ -186,8 +198,14 @@ pub(super) fn calibration(c: &Connection) -> rusqlite::Result<Vec<(String, Scale
 
 pub(super) fn save_scale(c: &Connection, model: &str, scale: Scale) -> rusqlite::Result<()> {
     c.execute(
-        "INSERT OR REPLACE INTO calibration (model, scale, observations) VALUES (?1, ?2, ?3)",
-        params![model, scale.scale, clamp_i64(scale.observations)],
+        "INSERT OR REPLACE INTO calibration (model, scale, observations, weight) \
+         VALUES (?1, ?2, ?3, ?4)",
+        params![
+            model,
+            scale.scale,
+            clamp_i64(scale.observations),
+            scale.weight
+        ],
     )?;
     Ok(())
 }
