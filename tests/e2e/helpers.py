@@ -222,6 +222,20 @@ _ESTIMATE = re.compile(r"^estimate ([\d,]+) tokens", re.M)
 _MULTIPLIER = re.compile(r"^prior ×([\d.]+)", re.M)
 
 
+def calibration_config(tmp_path, prior_tokens):
+    """A proxy config file that pins the calibration rule: `prior_tokens = 0` is SPEC's (the
+    first observation is the scale, later ones an EMA with α 0.3, the default), above 0 the
+    size-weighted rule. Returns `--config PATH` as arguments for `start_proxy`."""
+    path = tmp_path / f"calibration-{prior_tokens}.toml"
+    path.write_text(f"[cascade.calibration]\nprior_tokens = {prior_tokens}\n")
+    return ["--config", str(path)]
+
+
+def spec_ema_config(tmp_path):
+    """SPEC's rule, pinned for the tests whose arithmetic is SPEC's."""
+    return calibration_config(tmp_path, 0)
+
+
 def uncalibrated_prior(body, tmp_path):
     """The engine's prior (before any calibration) for a request body, from `cascade inspect`:
     it prints the estimate = ceil(prior × multiplier) and the multiplier it applied."""

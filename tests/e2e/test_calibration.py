@@ -1,8 +1,8 @@
 """③ The calibration against a real tokenizer. SmolLM2's tokenizer is not the one the
-prior is fitted on; with SPEC's EMA (`[cascade.calibration] prior_tokens = 0`), after a few
+prior is fitted on; with SPEC's EMA (the default, pinned: `prior_tokens = 0`), after a few
 turns the proxy's calibrated estimate (scale × prior, the scale read from /metrics, the prior
 from `cascade inspect` of the same body) must be within 10% of the prompt_tokens llama-server
-reports for the next request. The default, size-weighted rule lets a request move the scale
+reports for the next request. The size-weighted rule (`prior_tokens = 32000`) lets a request move the scale
 in proportion to its size against 32,000 tokens of prior weight: on these small requests
 (113 to ~3,000 tokens) it moves less per turn, and must get closer every turn.
 
@@ -13,7 +13,7 @@ n_ctx 4096 and requests under 90% of it: the cascade leaves them untouched, so t
 import re
 
 from helpers import MODEL, metric, metrics, openai_body, parse_report_header, post_json
-from helpers import session_messages, uncalibrated_prior
+from helpers import calibration_config, session_messages, spec_ema_config, uncalibrated_prior
 
 # Growing prefixes of the session (user, assistant + tool calls, tool results): 113 to
 # ~3,000 SmolLM2 tokens.
@@ -47,9 +47,7 @@ def calibration_errors(proxy, tmp_path):
 
 
 def test_calibrated_estimate_within_ten_percent(llama_4096, start_proxy, tmp_path, figures):
-    spec_ema = tmp_path / "spec-ema.toml"
-    spec_ema.write_text("[cascade.calibration]\nprior_tokens = 0\n")
-    proxy = start_proxy(llama_4096.url, "--config", str(spec_ema))
+    proxy = start_proxy(llama_4096.url, *spec_ema_config(tmp_path))
     errors, uncalibrated_errors = calibration_errors(proxy, tmp_path)
     final = metric(metrics(proxy.url), "cascade_token_scale", model=MODEL)
     figures["calibration"] = {
@@ -64,8 +62,8 @@ def test_calibrated_estimate_within_ten_percent(llama_4096, start_proxy, tmp_pat
     )
 
 
-def test_size_weighted_default_gets_closer_every_turn(llama_4096, start_proxy, tmp_path, figures):
-    proxy = start_proxy(llama_4096.url)
+def test_size_weighted_rule_gets_closer_every_turn(llama_4096, start_proxy, tmp_path, figures):
+    proxy = start_proxy(llama_4096.url, *calibration_config(tmp_path, 32000))
     errors, _ = calibration_errors(proxy, tmp_path)
     figures["calibration_size_weighted"] = {"relative_error_per_turn_after_first": errors}
     assert all(abs(b) < abs(a) for a, b in zip(errors, errors[1:])), (

@@ -5,7 +5,7 @@ gets a 200), counted in /metrics, and its quoted n_prompt_tokens must feed the c
 """
 
 from helpers import MODEL, anthropic_body, metric, metrics, openai_body, parse_report_header
-from helpers import post_json, session_messages, uncalibrated_prior
+from helpers import post_json, session_messages, spec_ema_config, uncalibrated_prior
 
 # user, assistant + tool call, tool result, assistant, 2 tool results: ~2,900 SmolLM2 tokens
 # (over 2048), well under 90% of 8192 (so the proxy sends it untouched the first time).
@@ -20,7 +20,8 @@ def overflow_quote(server_url, body, path="/v1/chat/completions"):
 
 
 def test_openai_stream_overflow_recovered_and_calibrates(llama_2048, start_proxy, tmp_path, figures):
-    proxy = start_proxy(llama_2048.url, "--window", 8192)
+    # SPEC's rule: the arithmetic below is its (first quote as is, then α 0.3).
+    proxy = start_proxy(llama_2048.url, "--window", 8192, *spec_ema_config(tmp_path))
     # Streaming without stream_options: the answer carries no usage, so the only thing that
     # can calibrate the scale is the overflow's quoted n_prompt_tokens.
     body = openai_body(session_messages()[:HISTORY], stream=True)

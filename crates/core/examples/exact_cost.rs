@@ -1,4 +1,4 @@
-//! The cold cost of exact token counts, per tokenizer implementation (BENCHMARKS.md §11,
+//! The cold cost of exact token counts, per tokenizer implementation (docs/benchmarks.md §11,
 //! "Cold cost of exact counts"): what a one-shot process (`cascade compact`) pays before
 //! and for its first exact count of a ~100K-token request.
 //!

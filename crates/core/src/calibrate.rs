@@ -11,7 +11,7 @@
 //! output that follows. With [`CalibrationConfig::prior_tokens`](crate::CalibrationConfig::prior_tokens) > 0 (the default) the scale is
 //! instead a size-weighted ratio, `Σ real / Σ prior`, each term decaying by `1 − α` per
 //! observation, in which the starting scale counts as an observation of that many tokens.
-//! On the fixtures (BENCHMARKS.md, section 3) that brings the error after 3 observations
+//! On the fixtures (docs/benchmarks.md, section 3) that brings the error after 3 observations
 //! from a median of 5.2% to 2.8% and leaves the rolling case as good (0.1%).
 //!
 //! Under both rules one odd answer cannot poison the scale: once calibrated, an observation

@@ -2,7 +2,7 @@
 //! default configuration, ② never fires on more than two consecutive calls and at least
 //! 90% of the calls extend the previous request (the provider's cached prefix survives).
 //! The table over every fixture and window is `cargo run --release -p cascade-bench --bin
-//! cache_rules` (BENCHMARKS.md).
+//! cache_rules` (docs/benchmarks.md).
 // Helpers beside the tests unwrap what a test would: a panic is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

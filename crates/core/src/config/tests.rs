@@ -9,7 +9,7 @@ fn read(text: &str) -> Result<CascadeConfig, String> {
 fn the_default_is_valid_and_its_measured_choices_are_in_place() {
     let config = CascadeConfig::default();
     assert_eq!(config.validate(), Ok(()));
-    assert_eq!(config.calibration.prior_tokens, 32_000.0);
+    assert_eq!(config.calibration.prior_tokens, 0.0);
     assert!(!config.layer1.compact_short_of_watermark);
     assert_eq!(config.recovery.preemptive_target, 0.6);
     assert_eq!(config.recovery.targets, [0.75, 0.6, 0.5]);

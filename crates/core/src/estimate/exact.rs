@@ -1,7 +1,7 @@
 //! Exact token counts with a real tokenizer (feature `exact`): OpenAI's o200k_base and
 //! cl100k_base through tiktoken-rs 0.12, with the chat framing OpenAI documents. Its
 //! tables are built at load (about 80 ms); `tests/exact_tokenizer.rs` checks that it counts
-//! every text of every fixture message as 0.7, the version used before, did (BENCHMARKS.md
+//! every text of every fixture message as 0.7, the version used before, did (docs/benchmarks.md
 //! §11, "Cold cost of exact counts", has the implementations compared).
 //!
 //! Two uses. [`ExactCounter::count_conversation`] is the benchmarks' yardstick: the same
