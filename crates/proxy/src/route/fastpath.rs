@@ -13,9 +13,9 @@
 //! Anthropic Messages (not the Responses API); the conversation's previous request went
 //! through untouched (no sticky prefix to stitch, nothing compacted) — [`FastPath::settle`]
 //! records that; no remember request, no pin, no stored fact to put back; and by the
-//! engine's own numbers (the same counts, the same estimator) no strategy fires: no tool
-//! result over ①'s share, the total under ②'s headroom, the preemptive threshold and (when
-//! background summaries are on) their pre-threshold. Then the client's bytes go upstream
+//! engine's own numbers (the same counts, the same estimator) no strategy fires, as the
+//! core answers it ([`CascadeConfig::leaves_untouched`]: no tool result over ①'s share,
+//! the total under ②'s headroom and the preemptive threshold). Then the client's bytes go upstream
 //! as they came, which is what the slow path sends for an untouched request. An upstream
 //! overflow goes to the slow path as the answer to its first call: it recovers from there
 //! without sending the request a second time.
@@ -27,12 +27,12 @@ use axum::http::HeaderMap;
 use context_cascade::estimate::{ClassCounts, Estimator};
 use context_cascade::format::message_facts::{role, user_text};
 use context_cascade::format::parse_value;
-use context_cascade::{Budget, CascadeConfig, Conversation, Format, Role};
+use context_cascade::{Budget, CascadeConfig, Conversation, Format, Load, MessageId, Role};
 use serde::de::{Deserializer, MapAccess, Visitor};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use crate::ops::status::digest::{RequestDigest, envelope_hash, message_hash};
+use crate::ops::status::digest::{RequestDigest, envelope_hash};
 
 /// At most this many messages' facts are kept; a full memo starts over.
 const FACTS_CAPACITY: usize = 1 << 18;
@@ -55,8 +55,8 @@ struct Facts {
     largest_result: f64,
     /// The exact count under one counter (its key, the count).
     exact: Option<(usize, u64)>,
-    /// The message's hash for the status page's prefix digest.
-    digest: u64,
+    /// The parsed message's identity, for the status page's prefix digest.
+    digest: MessageId,
 }
 
 /// The fast path's memory: facts per message bytes, and which conversations are clean.
@@ -127,14 +127,8 @@ impl<'de> serde::Deserialize<'de> for Scan<'de> {
     }
 }
 
-/// A message's memo key: its format, the xxh3 of its bytes and their length.
-type MemoKey = (Format, u64, usize);
-
-/// The memo key of a message: xxh3 of its bytes (every byte of every request goes through
-/// it, and xxh3 is several times faster than FxHash on long inputs) and their length.
-fn bytes_key(format: Format, bytes: &[u8]) -> MemoKey {
-    (format, xxhash_rust::xxh3::xxh3_64(bytes), bytes.len())
-}
+/// A message's memo key: its format and the identity of its bytes.
+type MemoKey = (Format, MessageId);
 
 impl FastPath {
     /// A fast path, taken only when `enabled` (`fast_path` in the configuration).
@@ -203,7 +197,7 @@ impl FastPath {
         config: &CascadeConfig,
         estimator: &Estimator,
     ) -> Option<Facts> {
-        let key = bytes_key(format, raw.get().as_bytes());
+        let key = (format, MessageId::of_bytes(raw.get().as_bytes()));
         let counter_key = estimator.counter.map(|c| c.key());
         let cached = (self.facts.lock().unwrap_or_else(|p| p.into_inner()))
             .get(&key)
@@ -235,7 +229,7 @@ impl FastPath {
             largest_result,
             // As the engine counts it: a message too long to count exactly is estimated.
             exact: (estimator.counter).map(|c| (c.key(), estimator.message_tokens(message))),
-            digest: message_hash(message),
+            digest: MessageId::of(message),
         };
         let mut memo = self.facts.lock().unwrap_or_else(|p| p.into_inner());
         if memo.len() >= FACTS_CAPACITY {
@@ -372,9 +366,11 @@ where
     let largest = facts.iter().map(|f| f.largest_result).fold(0.0, f64::max);
     let budget = budget(model, skeleton.output_reserve()).await;
     let largest_tokens = (largest * estimator.multiplier).ceil() as u64;
-    let nothing_fires = largest_tokens <= budget.share(config.layer1.single_tool_result_share)
-        && tokens <= budget.share(config.layer1.headroom_ratio)
-        && tokens <= budget.share(config.recovery.preemptive_ratio);
+    let load = Load {
+        tokens,
+        largest_result: largest_tokens,
+    };
+    let nothing_fires = config.leaves_untouched(load, budget);
     // Past the pre-threshold a background job prepares ④'s summaries (when on), from the
     // request parsed after it is answered: the request itself does not wait for that.
     let prepare_ahead = background && tokens > budget.share(config.background.summary_ratio);
@@ -382,7 +378,7 @@ where
         tracing::debug!(tokens, largest_tokens, "fast path: a strategy would run");
     }
     let envelope = envelope_hash(format, &skeleton.envelope);
-    let leading = skeleton.messages.iter().map(message_hash);
+    let leading = skeleton.messages.iter().map(MessageId::of);
     let digest = RequestDigest::from_parts(envelope, leading.chain(facts.iter().map(|f| f.digest)));
     nothing_fires.then(|| Decision {
         budget,

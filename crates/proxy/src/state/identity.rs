@@ -1,71 +1,23 @@
-//! One identity for a message: what the sticky prefix compares to decide that a request
-//! starts with the messages it saw before. Every comparison of messages in the proxy's
-//! state goes through [`message_id`] (xxh3-128 of the message's bytes as the client sent
-//! them), so that what is stored and what is computed on the next request agree.
+//! Which messages a request holds, by identity: what the sticky prefix compares to decide
+//! that a request starts with the messages it saw before. The identity is the core's
+//! [`MessageId`] (one hash for everything that compares messages), so that what is stored
+//! and what is computed on the next request agree.
 //!
 //! For Chat Completions and Anthropic bodies a message is one element of `messages` (and
-//! Anthropic's top-level `system` is message 0, as the parser reads it): its identity is the
-//! hash of its bytes in the body, found without building values. A Responses body groups
-//! several `input` items into one message (consecutive user items, a run of model-side
-//! items), so its messages' identities are the hashes of the parsed messages written back
-//! one at a time.
+//! Anthropic's top-level `system` is message 0, as the parser reads it): its identity is
+//! [`MessageId::of_bytes`] over its bytes in the body, found without building values. A
+//! Responses body groups several `input` items into one message (consecutive user items, a
+//! run of model-side items), so its messages' identities are [`MessageId::of`] the parsed
+//! messages.
 
-use context_cascade::format::{WriteOptions, parse, to_vec};
-use context_cascade::{Conversation, Format, Message};
+use context_cascade::format::parse;
+use context_cascade::{Format, MessageId};
 use serde_json::Value;
 use serde_json::value::RawValue;
-use xxhash_rust::xxh3::xxh3_128;
-
-/// The identity of one message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct MessageId(u128);
-
-/// The identity of a message written as `bytes`.
-pub fn message_id(bytes: &[u8]) -> MessageId {
-    MessageId(xxh3_128(bytes))
-}
-
-impl MessageId {
-    /// Lowercase hex, 32 characters (how it is stored).
-    pub fn to_hex(self) -> String {
-        format!("{:032x}", self.0)
-    }
-
-    /// Reads [`MessageId::to_hex`]'s form; `None` for anything else.
-    pub fn from_hex(text: &str) -> Option<MessageId> {
-        if text.len() != 32 {
-            return None;
-        }
-        u128::from_str_radix(text, 16).ok().map(MessageId)
-    }
-}
-
-impl serde::Serialize for MessageId {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(&self.to_hex())
-    }
-}
-
-impl<'de> serde::Deserialize<'de> for MessageId {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let text = <std::borrow::Cow<'de, str>>::deserialize(deserializer)?;
-        MessageId::from_hex(&text)
-            .ok_or_else(|| serde::de::Error::custom(format!("not a message id: {text:?}")))
-    }
-}
 
 /// The identity of one message written as JSON.
 pub(crate) fn value_id(value: &Value) -> MessageId {
-    message_id(&serde_json::to_vec(value).unwrap_or_default())
-}
-
-/// The identity of a parsed message of `format`: the message written alone.
-fn parsed_id(format: Format, message: &Message) -> Option<MessageId> {
-    let mut alone = Conversation::new(format);
-    alone.messages.push(message.clone());
-    to_vec(&alone, WriteOptions::default())
-        .ok()
-        .map(|bytes| message_id(&bytes))
+    MessageId::of_bytes(&serde_json::to_vec(value).unwrap_or_default())
 }
 
 /// The body's messages as the client wrote them, without building values.
@@ -82,13 +34,11 @@ struct RawBody<'a> {
 pub(crate) fn message_ids(bytes: &[u8], format: Format) -> Option<Vec<MessageId>> {
     if format == Format::Responses {
         let conversation = parse(bytes, Some(format)).ok()?;
-        return (conversation.messages.iter())
-            .map(|m| parsed_id(format, m))
-            .collect();
+        return Some(conversation.messages.iter().map(MessageId::of).collect());
     }
     // One scan of the body and one hash pass over each message's bytes: no re-serialization.
     let body: RawBody<'_> = serde_json::from_slice(bytes).ok()?;
-    let id = |raw: &RawValue| message_id(raw.get().as_bytes());
+    let id = |raw: &RawValue| MessageId::of_bytes(raw.get().as_bytes());
     let mut out = Vec::new();
     if format == Format::Anthropic
         && let Some(system) = body.system
@@ -226,20 +176,9 @@ mod tests {
     }
 
     #[test]
-    fn ids_read_back_from_hex_and_nothing_else() {
-        let id = message_id(b"hello");
-        assert_eq!(MessageId::from_hex(&id.to_hex()), Some(id));
-        let json = serde_json::to_string(&id).unwrap();
-        assert_eq!(serde_json::from_str::<MessageId>(&json).unwrap(), id);
-        // A SHA-256 in hex (what older versions stored) is not an id.
-        assert_eq!(MessageId::from_hex(&"ab".repeat(32)), None);
-        assert!(serde_json::from_str::<MessageId>("\"zz\"").is_err());
-    }
-
-    #[test]
     fn edits_follow_the_memory_injection() {
         let bytes = br#"{"messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]}"#;
-        let hash = message_id(b"injected");
+        let hash = MessageId::of_bytes(b"injected");
         let edit = Edit {
             index: 1,
             inserted: true,

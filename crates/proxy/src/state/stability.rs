@@ -27,10 +27,10 @@ use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use context_cascade::format::parse;
-use context_cascade::{Conversation, Format};
+use context_cascade::{Conversation, Format, MessageId};
 
 use crate::state::decisions::{self, Origin};
-pub(crate) use crate::state::identity::{Edit, LazyHashes, MessageId, id_at as hash_at};
+pub(crate) use crate::state::identity::{Edit, LazyHashes, id_at as hash_at};
 use crate::state::store::{StateStore, StoredSession};
 use crate::state::writes::Writes;
 

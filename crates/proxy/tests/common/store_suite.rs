@@ -2,9 +2,8 @@
 //! (tests/store_contract.rs) and Redis (tests/store_redis.rs). Keys carry a per-run suffix
 //! so that runs sharing one Redis do not see each other.
 
-use cascade_proxy::store::message_id;
 use cascade_proxy::store::session::SESSION_VERSION;
-use cascade_proxy::store::{StateStore, StoredSession};
+use cascade_proxy::store::{MessageId, StateStore, StoredSession};
 use context_cascade::{Format, Scale};
 
 /// Every check of the contract, in order.
@@ -105,13 +104,17 @@ pub async fn sessions_round_trip_and_are_forgotten(store: &dyn StateStore, run: 
     for format in [Format::OpenAi, Format::Anthropic, Format::Responses] {
         let session = StoredSession::new(
             format,
-            vec![message_id(b"a"), message_id(b"b")],
+            vec![MessageId::of_bytes(b"a"), MessageId::of_bytes(b"b")],
             "0,-\n{\"messages\": [\"\u{ff}\"]}".into(),
         );
         store.save_session(&c, &session).await.unwrap();
         assert_eq!(store.session(&c).await.unwrap(), Some(session));
     }
-    let shorter = StoredSession::new(Format::Anthropic, vec![message_id(b"c")], "1".into());
+    let shorter = StoredSession::new(
+        Format::Anthropic,
+        vec![MessageId::of_bytes(b"c")],
+        "1".into(),
+    );
     store.save_session(&c, &shorter).await.unwrap();
     assert_eq!(store.session(&c).await.unwrap(), Some(shorter));
     // A record of another version reads as none: the request runs the cascade afresh.

@@ -3,22 +3,19 @@
 //!
 //! A request is its parts: the format and envelope, then each message, as
 //! `context_cascade::replay::conversation_extends` compares them. Each part is hashed on
-//! its own (xxh3 over its bytes, no string built: formatting blocks with `{:?}` into SipHash
-//! cost about 0.3 ms on a 100K-token request), and the request's digest chains the part
-//! hashes. Hashing a message alone is what lets the proxy's fast path, which never parses a
-//! request whole, keep one message's hash in its memo and still produce the digest the
-//! slow path would have.
+//! its own (a message by its [`MessageId`], the one identity everything that compares
+//! messages uses), and the request's digest chains the part hashes. Hashing a message alone
+//! is what lets the proxy's fast path, which never parses a request whole, keep one
+//! message's identity in its memo and still produce the digest the slow path would have.
 
-use std::fmt::Write as _;
-
-use context_cascade::{Block, Conversation, Format, Message, Opaque};
+use context_cascade::{Conversation, Format, MessageId};
 use serde_json::{Map, Value};
 use xxhash_rust::xxh3::Xxh3;
 
 /// The hashes of a request's parts: its envelope first, then one per message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct RequestDigest {
-    parts: Vec<u64>,
+    parts: Vec<u128>,
 }
 
 /// The digest of a request's first `parts` parts.
@@ -32,13 +29,16 @@ impl RequestDigest {
     /// The digest of a conversation as it went upstream.
     pub(crate) fn of(sent: &Conversation) -> Self {
         let envelope = envelope_hash(sent.format, &sent.envelope);
-        Self::from_parts(envelope, sent.messages.iter().map(message_hash))
+        Self::from_parts(envelope, sent.messages.iter().map(MessageId::of))
     }
 
-    /// A digest from hashes computed separately ([`envelope_hash`], [`message_hash`]).
-    pub(crate) fn from_parts(envelope: u64, messages: impl IntoIterator<Item = u64>) -> Self {
+    /// A digest from hashes computed separately ([`envelope_hash`], [`MessageId::of`]).
+    pub(crate) fn from_parts(
+        envelope: u128,
+        messages: impl IntoIterator<Item = MessageId>,
+    ) -> Self {
         let mut parts = vec![envelope];
-        parts.extend(messages);
+        parts.extend(messages.into_iter().map(MessageId::as_u128));
         RequestDigest { parts }
     }
 
@@ -62,102 +62,26 @@ impl RequestDigest {
 }
 
 /// The hash of a request's format and envelope (everything but its messages).
-pub(crate) fn envelope_hash(format: Format, envelope: &Map<String, Value>) -> u64 {
+pub(crate) fn envelope_hash(format: Format, envelope: &Map<String, Value>) -> u128 {
     let mut hasher = Xxh3::new();
+    hasher.update(format.as_str().as_bytes());
+    hasher.update(&[0xff]);
     // The envelope's JSON text is what goes on the wire, so equal text is an equal part.
-    hash_str(&mut hasher, format.as_str());
-    hash_fields(&mut hasher, envelope);
-    hasher.digest()
+    // Writing a map of JSON values into a hasher cannot fail.
+    let _ = serde_json::to_writer(HashWriter(&mut hasher), envelope);
+    hasher.digest128()
 }
 
-/// The hash of one message: everything `Message`'s equality compares (not its cached
-/// counts), except a tool result's resolved tool name.
-pub(crate) fn message_hash(message: &Message) -> u64 {
-    let mut hasher = Xxh3::new();
-    let _ = write!(
-        HashWriter(&mut hasher),
-        "{:?}{:?}{}",
-        message.role(),
-        message.shape(),
-        message.is_pinned()
-    );
-    hash_blocks(&mut hasher, message.blocks());
-    hash_fields(&mut hasher, message.fields());
-    hasher.digest()
-}
-
-/// Feeds formatted text to a hasher without building the string.
+/// Feeds written bytes to a hasher without building them.
 struct HashWriter<'a>(&'a mut Xxh3);
 
-impl std::fmt::Write for HashWriter<'_> {
-    fn write_str(&mut self, s: &str) -> std::fmt::Result {
-        self.0.update(s.as_bytes());
+impl std::io::Write for HashWriter<'_> {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.update(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
     }
-}
-
-/// A string, then a separator no JSON text or UTF-8 string contains.
-fn hash_str(hasher: &mut Xxh3, s: &str) {
-    hasher.update(s.as_bytes());
-    hasher.update(&[0xff]);
-}
-
-fn hash_value(hasher: &mut Xxh3, value: &Value) {
-    match value {
-        // Strings (tool arguments, mostly) go in as they are; anything else as its JSON text.
-        Value::String(s) => {
-            hasher.update(b"s");
-            hash_str(hasher, s);
-        }
-        other => {
-            let _ = write!(HashWriter(hasher), "{other}");
-            hasher.update(&[0xff]);
-        }
-    }
-}
-
-fn hash_fields(hasher: &mut Xxh3, fields: &Map<String, Value>) {
-    for (key, value) in fields {
-        hash_str(hasher, key);
-        hash_value(hasher, value);
-    }
-    hasher.update(&[0xfd]);
-}
-
-fn hash_blocks(hasher: &mut Xxh3, blocks: &[Block]) {
-    for block in blocks {
-        match block {
-            Block::Text(text) => {
-                hasher.update(&[1]);
-                hash_str(hasher, &text.text);
-                hash_fields(hasher, &text.fields);
-            }
-            Block::ToolCall(call) => {
-                hasher.update(&[2, u8::from(call.legacy)]);
-                hash_str(hasher, &call.id);
-                hash_str(hasher, &call.name);
-                hash_value(hasher, &call.arguments);
-                hash_fields(hasher, &call.fields);
-                hash_fields(hasher, &call.function_fields);
-            }
-            Block::ToolResult(result) => {
-                hasher.update(&[3]);
-                // Not the tool name: it is resolved from the call, not sent with the result,
-                // and a message hashed on its own (the fast path) has none.
-                hash_str(hasher, &result.call_id);
-                hash_blocks(hasher, &result.content);
-                let _ = write!(HashWriter(hasher), "{:?}", result.shape);
-                hash_fields(hasher, &result.fields);
-            }
-            Block::Binary(opaque) => hash_opaque(hasher, 4, opaque),
-            Block::Thinking(opaque) => hash_opaque(hasher, 5, opaque),
-            Block::Other(opaque) => hash_opaque(hasher, 6, opaque),
-        }
-    }
-    hasher.update(&[0xfc]);
-}
-
-fn hash_opaque(hasher: &mut Xxh3, tag: u8, opaque: &Opaque) {
-    hasher.update(&[tag]);
-    hash_value(hasher, &opaque.raw);
 }

@@ -80,7 +80,7 @@ fn the_anthropic_digest_from_the_memo_is_the_slow_paths() {
         let facts = fast.facts(Format::Anthropic, raw, manager.config(), &estimator);
         facts.unwrap().digest
     });
-    let leading = skeleton.messages.iter().map(message_hash);
+    let leading = skeleton.messages.iter().map(MessageId::of);
     let envelope = envelope_hash(Format::Anthropic, &skeleton.envelope);
     assert_eq!(
         RequestDigest::from_parts(envelope, leading.chain(digests)),

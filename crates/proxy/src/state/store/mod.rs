@@ -31,8 +31,8 @@ use crate::config::{DEFAULT_STATE_MAX_BYTES, DEFAULT_STATE_TTL, ProxyConfig};
 use crate::error::ProxyError;
 
 pub use self::redis::RedisStore;
-/// A stored session names its messages by this identity (one hash for every comparison).
-pub use crate::state::identity::{MessageId, message_id};
+/// A stored session names its messages by the core's identity (one hash for every comparison).
+pub use context_cascade::MessageId;
 pub use session::StoredSession;
 pub use sqlite::{EVICT_INTERVAL, SqliteStore};
 

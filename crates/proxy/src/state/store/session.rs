@@ -7,10 +7,13 @@
 
 use context_cascade::Format;
 
-use crate::state::identity::MessageId;
+use context_cascade::MessageId;
 
 /// The version this code writes and reads. 3: typed format (Responses too), xxh3-128
-/// message identities (2 stored SHA-256 hashes and a format string).
+/// message identities (2 stored SHA-256 hashes and a format string). The identities are
+/// the core's [`MessageId`], written as the same 32 hex digits as before it moved there;
+/// a Responses record written before then named its messages by their re-written bytes
+/// and now matches no request (its conversation runs afresh, as for an absent record).
 pub const SESSION_VERSION: u32 = 3;
 
 /// A conversation's sticky decisions, as [`crate::state::stability`] keeps them.
@@ -60,12 +63,12 @@ impl StoredSession {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::state::identity::message_id;
 
     #[test]
     fn every_format_round_trips_and_other_versions_are_absent() {
         for format in [Format::OpenAi, Format::Anthropic, Format::Responses] {
-            let session = StoredSession::new(format, vec![message_id(b"a")], "0,-\n{}".into());
+            let session =
+                StoredSession::new(format, vec![MessageId::of_bytes(b"a")], "0,-\n{}".into());
             let bytes = session.to_bytes();
             assert_eq!(StoredSession::from_bytes(&bytes), Some(session));
         }
