@@ -35,7 +35,7 @@ fn settings_are_printed_with_their_source() {
         "window.force = 32000  # from flag",
         "summarizer.model = \"m\"  # from flag",
         "listen = \"127.0.0.1:8787\"  # from default",
-        "cascade.calibration.prior_tokens = 32000.0  # from default",
+        "cascade.calibration.prior_tokens = 0.0  # from default",
         "# status.admin_token is unset  # from default",
     ] {
         assert!(

@@ -33,7 +33,7 @@ fn file_values_are_read() {
     assert_eq!(c.state.path, PathBuf::from(IN_MEMORY_DB));
     assert_eq!(c.catalog.lookup("custom").context_window, 65536);
     assert_eq!(c.limits.max_request_bytes, DEFAULT_MAX_REQUEST_BYTES);
-    assert_eq!(c.cascade.calibration.prior_tokens, 32_000.0);
+    assert_eq!(c.cascade.calibration.prior_tokens, 0.0);
     assert!(!c.cascade.layer1.compact_short_of_watermark);
     assert_eq!(c.cascade.recovery.preemptive_target, 0.6);
     let args = serde_json::json!({"file_path": "/a"});
