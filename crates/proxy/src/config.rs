@@ -85,6 +85,7 @@ pub struct ProxyConfig {
     /// Address to listen on (used by callers that bind; [`crate::serve`] takes a listener).
     pub listen: SocketAddr,
     /// Base URL of the upstream; request paths are appended (`{upstream}/v1/messages`).
+    #[serde(serialize_with = "redacted::url")]
     pub upstream: String,
     /// Which context window each model gets.
     pub window: WindowSettings,
@@ -129,6 +130,7 @@ context_cascade::settings_group! {
         /// `<data dir>/context-cascade/cascade.db`.
         pub path: PathBuf = default_db_path(),
         /// `redis://HOST:PORT[/DB]`: keep the state in Redis, shared by replicas (`--state`).
+        #[serde(serialize_with = "redacted::optional_url")]
         pub url: Option<String> = None,
         /// State unused for this many seconds is evicted.
         #[serde(rename = "ttl_secs", with = "seconds")]
@@ -162,6 +164,7 @@ context_cascade::settings_group! {
     pub struct SummarizerSettings {
         /// `"offline"` (deterministic, no network) or the base URL of an OpenAI- or
         /// Anthropic-compatible endpoint; its key comes from CASCADE_SUMMARIZER_API_KEY.
+        #[serde(serialize_with = "redacted::url")]
         pub endpoint: String = "offline".to_owned(),
         /// The model the endpoint is asked for.
         pub model: Option<String> = None,
@@ -375,6 +378,46 @@ pub fn default_db_path() -> PathBuf {
     dirs::data_dir()
         .map(|d| d.join("context-cascade").join("cascade.db"))
         .unwrap_or_else(|| PathBuf::from("cascade.db"))
+}
+
+/// `url` as it may be shown (startup lines, logs, `cascade config`): a password in it is
+/// replaced by `***`. A text that does not parse as a URL but has `scheme://…@` loses its
+/// whole user part.
+pub fn redact_url(url: &str) -> String {
+    match reqwest::Url::parse(url) {
+        Ok(mut parsed) if parsed.password().is_some() => {
+            // Only fails for URLs that cannot have a password, which this one has.
+            let _ = parsed.set_password(Some("***"));
+            parsed.to_string()
+        }
+        Ok(_) => url.to_owned(),
+        Err(_) => match (url.find("://"), url.rfind('@')) {
+            (Some(scheme), Some(at)) if at > scheme => {
+                format!("{}***@{}", &url[..scheme + 3], &url[at + 1..])
+            }
+            _ => url.to_owned(),
+        },
+    }
+}
+
+/// `#[serde(serialize_with)]` for URLs, written with [`redact_url`] (a printed configuration
+/// never shows a password).
+mod redacted {
+    use serde::Serializer;
+
+    pub(super) fn url<S: Serializer>(value: &str, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&super::redact_url(value))
+    }
+
+    pub(super) fn optional_url<S: Serializer>(
+        value: &Option<String>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        match value {
+            Some(value) => url(value, s),
+            None => s.serialize_none(),
+        }
+    }
 }
 
 /// `#[serde(with)]` for a duration written as whole seconds (`ttl_secs = 604800`).

@@ -117,3 +117,29 @@ async fn the_size_cap_evicts_the_oldest_entries() {
     );
     let _ = std::fs::remove_dir_all(&root);
 }
+
+/// `--state redis://` on a fresh machine (no data directory yet): the folder of the tenancy
+/// secret is created 0700 and the proxy starts (Redis is connected lazily); a folder that
+/// cannot be made is an error naming the secret's path and what to do.
+#[tokio::test]
+async fn redis_mode_starts_on_a_fresh_machine_and_names_an_unusable_path() {
+    let root = temp_dir("fresh-redis");
+    let db = root.join("new").join("cascade.db");
+    let mut config = cascade_proxy::ProxyConfig::new("http://127.0.0.1:9");
+    config.state.url = Some("redis://127.0.0.1:1".into());
+    config.state.path = db.clone();
+    config.window.discover = false;
+    cascade_proxy::AppState::new(config.clone()).expect("starts without a data directory");
+    assert_eq!(mode(db.parent().unwrap()), 0o700);
+    assert_eq!(mode(&cascade_proxy::secret_path(&db)), 0o600);
+
+    let file = root.join("a-file");
+    std::fs::write(&file, b"not a folder").unwrap();
+    config.state.path = file.join("cascade.db");
+    let error = cascade_proxy::AppState::new(config)
+        .err()
+        .expect("no folder can be made");
+    let text = error.to_string();
+    assert!(text.contains("a-file/cascade.db.secret"), "{text}");
+    assert!(text.contains("--db PATH") && !text.contains('\n'), "{text}");
+}

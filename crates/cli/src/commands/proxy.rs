@@ -73,7 +73,8 @@ pub(crate) fn run(args: &ProxyArgs) -> Result<(), CliError> {
         // The store, the secret and the HTTP client first: a bad --db fails before
         // "listening" is printed.
         let listen = config.listen;
-        let upstream = config.upstream_base().to_owned();
+        // A password in the URL is not echoed to the console.
+        let upstream = cascade_proxy::config::redact_url(config.upstream_base());
         let state = AppState::new(config)?;
         let listener = tokio::net::TcpListener::bind(listen)
             .await

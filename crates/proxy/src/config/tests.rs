@@ -211,3 +211,27 @@ fn sources_are_told_apart() {
     assert_eq!(source("window.force"), Source::Flag);
     assert_eq!(source("cascade.layer1.low_watermark"), Source::Default);
 }
+
+#[test]
+fn a_password_in_a_url_is_never_printed() {
+    assert_eq!(
+        redact_url("http://user:s3cret@up.example:8080/v1"),
+        "http://user:***@up.example:8080/v1"
+    );
+    assert_eq!(
+        redact_url("http://up.example:8080"),
+        "http://up.example:8080"
+    );
+    assert_eq!(
+        redact_url("redis://:pw@10.0.0.5:6379/0"),
+        "redis://:***@10.0.0.5:6379/0"
+    );
+    assert_eq!(redact_url("http://u:p@[bad"), "http://***@[bad");
+    let mut config = ProxyConfig::new("http://user:s3cret@up.example");
+    config.state.url = Some("redis://:pw2@127.0.0.1:6379".into());
+    config.summarizer.endpoint = "https://k:pw3@llm.example".into();
+    let shown = serde_json::to_string(&config).unwrap();
+    for secret in ["s3cret", "pw2", "pw3"] {
+        assert!(!shown.contains(secret), "{shown}");
+    }
+}

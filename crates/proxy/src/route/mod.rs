@@ -87,7 +87,7 @@ pub async fn serve_state(
     shutdown: impl std::future::Future<Output = ()> + Send,
 ) -> Result<(), ProxyError> {
     if let Ok(address) = listener.local_addr() {
-        let upstream = &state.upstream.base;
+        let upstream = crate::config::redact_url(&state.upstream.base);
         tracing::info!(%address, %upstream, "context-cascade proxy listening");
     }
     let limits = state.limits;

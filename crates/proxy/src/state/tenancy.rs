@@ -38,6 +38,15 @@ pub fn secret_path(db: &Path) -> PathBuf {
     PathBuf::from(name)
 }
 
+/// A startup error that names the secret's path and what to do about it.
+fn unwritable(path: &Path, error: ProxyError) -> ProxyError {
+    ProxyError::Config(format!(
+        "{}: the tenancy secret cannot be read or created ({error}); make its folder writable \
+         or pass --db PATH (the secret is kept beside it, also with --state redis://)",
+        path.display()
+    ))
+}
+
 impl Tenancy {
     /// The secret beside the database at `db` (created 0600 the first time); an in-memory
     /// database gets a secret that lives as long as the process.
@@ -57,10 +66,14 @@ impl Tenancy {
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 let secret = random_bytes()?;
-                private_file(&path, &secret)?;
+                // With `--state redis://` nothing else creates the folder (a fresh machine).
+                let created = super::store::private_dir(&path)
+                    .map_err(ProxyError::from)
+                    .and_then(|()| private_file(&path, &secret));
+                created.map_err(|e| unwritable(&path, e))?;
                 Ok(Tenancy { secret })
             }
-            Err(e) => Err(e.into()),
+            Err(e) => Err(unwritable(&path, e.into())),
         }
     }
 

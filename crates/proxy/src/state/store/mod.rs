@@ -174,6 +174,21 @@ pub(crate) fn now() -> u64 {
     (SystemTime::now().duration_since(UNIX_EPOCH)).map_or(0, |d| d.as_secs())
 }
 
+/// Creates the folder that holds `file` (the database, its tenancy secret) readable by its
+/// owner only, when it does not exist yet: a fresh machine has no data directory.
+pub(crate) fn private_dir(file: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    match file.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() && !parent.exists() => {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(parent)
+        }
+        _ => Ok(()),
+    }
+}
+
 /// Writes `bytes` to a new file readable by its owner only.
 pub fn private_file(path: &Path, bytes: &[u8]) -> Result<(), ProxyError> {
     let mut file = OpenOptions::new()

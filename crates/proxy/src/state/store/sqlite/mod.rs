@@ -19,8 +19,8 @@
 
 mod statements;
 
-use std::fs::{DirBuilder, OpenOptions};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::fs::OpenOptions;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
@@ -189,15 +189,7 @@ fn ended() -> StoreError {
 /// Creates the database's directory 0700 (when it does not exist) and the file 0600
 /// (tightening an existing file's mode: it holds conversation state).
 fn prepare_file(path: &Path) -> Result<(), ProxyError> {
-    if let Some(parent) = path.parent()
-        && !parent.as_os_str().is_empty()
-        && !parent.exists()
-    {
-        DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(parent)?;
-    }
+    super::private_dir(path)?;
     if path.is_dir() {
         // Not a database: SQLite says so in its own words (a store error).
         return Ok(());
