@@ -143,3 +143,33 @@ async fn redis_mode_starts_on_a_fresh_machine_and_names_an_unusable_path() {
     assert!(text.contains("a-file/cascade.db.secret"), "{text}");
     assert!(text.contains("--db PATH") && !text.contains('\n'), "{text}");
 }
+
+/// A database from before the calibration's weight was kept (schema 3 without the column)
+/// opens, keeps its scales and reads them with weight 0; new scales keep their weight.
+#[tokio::test]
+async fn an_older_calibration_table_gains_the_weight_column() {
+    let root = temp_dir("old-calibration");
+    std::fs::create_dir_all(&root).unwrap();
+    let db = root.join("cascade.db");
+    let old = rusqlite::Connection::open(&db).unwrap();
+    old.execute_batch(
+        "CREATE TABLE calibration (model TEXT PRIMARY KEY, scale REAL NOT NULL,
+                                   observations INTEGER NOT NULL);
+         INSERT INTO calibration VALUES ('gpt-4o', 1.25, 4);
+         PRAGMA user_version = 3;",
+    )
+    .unwrap();
+    drop(old);
+    let store = SqliteStore::open(&db, Retention::default()).unwrap();
+    let scales = StateStore::calibration(&store).await.unwrap();
+    let kept = scales.iter().find(|(m, _)| m == "gpt-4o").unwrap().1;
+    assert_eq!((kept.scale, kept.observations, kept.weight), (1.25, 4, 0.0));
+    let weighted = context_cascade::Scale {
+        scale: 1.1,
+        observations: 2,
+        weight: 9_000.0,
+    };
+    store.save_scale("claude", weighted).await.unwrap();
+    let scales = StateStore::calibration(&store).await.unwrap();
+    assert!(scales.contains(&("claude".to_owned(), weighted)));
+}

@@ -200,8 +200,8 @@ impl ContextManager {
             .await;
         if report.tokens_after > budget.share(self.config.recovery.preemptive_ratio) {
             escalation.towards(Goal::Under(self.config.recovery.preemptive_ratio));
-            let walk = (summarizer, &mut escalation);
-            self.escalate_then_layer1(walk, conversation, budget, &mut report)
+            let escalation = &mut escalation;
+            (self.escalate_then_layer1(summarizer, escalation, conversation, budget, &mut report))
                 .await;
             self.finish(conversation, budget, &mut report);
         }
@@ -221,9 +221,14 @@ impl ContextManager {
         if self.would_change(conversation, budget) {
             self.layer1(conversation, budget, &mut report);
             if self.should_preemptive_compact(conversation, budget) {
-                let walk = (summarizer, escalation);
-                self.escalate_then_layer1(walk, conversation, budget, &mut report)
-                    .await;
+                (self.escalate_then_layer1(
+                    summarizer,
+                    escalation,
+                    conversation,
+                    budget,
+                    &mut report,
+                ))
+                .await;
             }
         }
         self.finish(conversation, budget, &mut report);
@@ -236,7 +241,8 @@ impl ContextManager {
     /// compaction changes nothing.
     async fn escalate_then_layer1(
         &self,
-        (summarizer, escalation): (&dyn Summarizer, &mut Escalation<'_>),
+        summarizer: &dyn Summarizer,
+        escalation: &mut Escalation<'_>,
         conversation: &mut Conversation,
         budget: Budget,
         report: &mut Report,

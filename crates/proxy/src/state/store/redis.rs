@@ -166,6 +166,23 @@ fn key(kind: &str, id: &str) -> String {
     format!("{PREFIX}{kind}:{id}")
 }
 
+/// A stored scale, `scale observations [weight]`: a value written before the weight was
+/// kept reads with weight 0 (it weighs as the starting scale, as it did then).
+fn parse_scale(value: &str) -> Option<Scale> {
+    let mut fields = value.split(' ');
+    let scale = fields.next()?.parse().ok()?;
+    let observations = fields.next()?.parse().ok()?;
+    let weight = match fields.next() {
+        Some(weight) => weight.parse().ok()?,
+        None => 0.0,
+    };
+    fields.next().is_none().then_some(Scale {
+        scale,
+        observations,
+        weight,
+    })
+}
+
 fn malformed(what: &str, value: &str) -> StoreError {
     StoreError::Malformed(format!("{what}: {value:?}"))
 }
@@ -226,24 +243,8 @@ impl StateStore for RedisStore {
             let all: Vec<(String, String)> = self
                 .run(|mut c| async move { c.hgetall(CALIBRATION).await })
                 .await?;
-            // `scale observations [weight]`: a value written before the weight was kept
-            // reads with weight 0 (it weighs as the starting scale, as it did then).
             let parse = |(model, value): (String, String)| {
-                let mut fields = value.split(' ');
-                let scale = (|| {
-                    let scale = fields.next()?.parse().ok()?;
-                    let observations = fields.next()?.parse().ok()?;
-                    let weight = match fields.next() {
-                        Some(weight) => weight.parse().ok()?,
-                        None => 0.0,
-                    };
-                    fields.next().is_none().then_some(Scale {
-                        scale,
-                        observations,
-                        weight,
-                    })
-                })();
-                let scale = scale.ok_or_else(|| malformed("calibration", &value))?;
+                let scale = parse_scale(&value).ok_or_else(|| malformed("calibration", &value))?;
                 Ok((model, scale))
             };
             all.into_iter().map(parse).collect()
@@ -422,5 +423,21 @@ impl StateStore for RedisStore {
 
     fn shared(&self) -> bool {
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_scale_reads_with_or_without_its_weight() {
+        let read = |text: &str| parse_scale(text).map(|s| (s.scale, s.observations, s.weight));
+        assert_eq!(read("1.25 4 41234.5"), Some((1.25, 4, 41234.5)));
+        // Written before the weight was kept: weighs as the starting scale.
+        assert_eq!(read("1.25 4"), Some((1.25, 4, 0.0)));
+        for malformed in ["1.25", "1.25 x", "1.25 4 w", "1.25 4 1 2", ""] {
+            assert_eq!(read(malformed), None, "{malformed:?}");
+        }
     }
 }
