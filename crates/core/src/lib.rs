@@ -96,6 +96,7 @@
 pub mod catalog;
 pub mod estimate;
 pub mod format;
+pub mod recall;
 pub mod replay;
 pub mod settings;
 pub mod summarizer;

@@ -71,6 +71,11 @@ pub struct Step {
     /// alone was over the budget.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub inside_current_turn: bool,
+    /// What the step removed, under the handles its markers carry, when recall is on
+    /// ([`crate::ContextManager::with_recall`]): the originals a recall store keeps. Not
+    /// serialized: a report says what was done, not the content.
+    #[serde(skip)]
+    pub removed: Vec<crate::recall::Removal>,
 }
 
 /// Everything the cascade did to one conversation.

@@ -15,6 +15,9 @@ pub(crate) struct StepContext<'a> {
     /// The recovery attempt running the strategy (`None` in Layer 1): every step it
     /// writes carries it.
     pub(crate) attempt: Option<u8>,
+    /// Recall is on: every removal's marker carries its handle and the step keeps what it
+    /// removed (`Step::removed`) for the store.
+    pub(crate) recall: bool,
 }
 
 impl<'a> StepContext<'a> {
@@ -24,6 +27,7 @@ impl<'a> StepContext<'a> {
             budget,
             estimator,
             attempt: None,
+            recall: false,
         }
     }
 
@@ -135,6 +139,7 @@ impl Measure {
             detail,
             trail: None,
             inside_current_turn: false,
+            removed: Vec::new(),
         }
     }
 }

@@ -105,7 +105,10 @@ impl ContextManager {
             // applies to the prior.
             estimator.counter = None;
         }
-        StepContext::new(&self.config, budget, estimator)
+        StepContext {
+            recall: self.recall.is_some(),
+            ..StepContext::new(&self.config, budget, estimator)
+        }
     }
 }
 

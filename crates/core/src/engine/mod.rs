@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 mod estimates;
 mod ladder;
+mod recall;
 
 use crate::calibrate::Calibration;
 use crate::catalog::Catalog;
@@ -48,6 +49,8 @@ pub struct ContextManager {
     starting_scales: Mutex<HashMap<String, Option<f64>>>,
     /// Exact token counters by model, and the models whose provider contradicted them.
     counters: Counters,
+    /// Recall: handles in markers, and where removed originals are kept (`None`: off).
+    recall: Option<recall::Recall>,
 }
 
 /// Locks a mutex even if a panicking thread poisoned it: the data are plain numbers.
@@ -67,6 +70,7 @@ impl ContextManager {
             calibration: Mutex::new(Calibration::new()),
             starting_scales: Mutex::new(HashMap::new()),
             counters: Counters::default(),
+            recall: None,
         }
     }
 
@@ -277,6 +281,7 @@ impl ContextManager {
         let messages = &conversation.messages;
         report.finish(cx.tokens(conversation), messages, budget, &cx.estimator);
         report.reason = (!report.fits).then(|| middle::why_it_cannot_fit(conversation, &cx));
+        self.keep_removed(report);
     }
 }
 

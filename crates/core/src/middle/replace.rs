@@ -2,8 +2,9 @@
 //! where ③, ④ and ⑤ all end.
 
 use super::split::{self, Fate, Split};
-use crate::conversation::{Conversation, Message};
+use crate::conversation::{Block, Conversation, Message};
 use crate::estimate::Weights;
+use crate::recall::{Removal, handle_line};
 use crate::repair::repair_tool_pairs;
 use crate::report::Step;
 use crate::step::{Changes, Measure, Stamp, StepContext};
@@ -32,11 +33,21 @@ pub(crate) fn replace_middle(
     conversation: &mut Conversation,
     cx: &StepContext<'_>,
     split: &Split,
-    (replacement, trail): (Message, Option<TrailStats>),
+    (mut replacement, trail): (Message, Option<TrailStats>),
     stamp: Stamp,
     what: &str,
 ) -> Step {
     let measure = Measure::before(cx, conversation);
+    // Recall: what goes is kept under a handle, written on the line after the marker.
+    let removal = cx.recall.then(|| {
+        let taken: Vec<&Message> = (conversation.messages.iter().zip(&split.fates))
+            .filter(|(_, fate)| **fate != Fate::Keep)
+            .map(|(message, _)| message)
+            .collect();
+        let removal = Removal::of_messages(&taken);
+        put_handle_line(&mut replacement, &handle_line(removal.handle));
+        removal
+    });
     // The turn alone was over the budget: its older tool exchanges went.
     let inside_current_turn = split::current_turn(conversation).is_some_and(|(at, _)| {
         (split.fates.iter().enumerate()).any(|(i, f)| i > at && *f != Fate::Keep)
@@ -76,5 +87,19 @@ pub(crate) fn replace_middle(
     );
     step.trail = trail;
     step.inside_current_turn = inside_current_turn;
+    step.removed.extend(removal);
     step
+}
+
+/// Puts `line` after the first line of the replacement's first text (its marker), so
+/// that the marker stays the first line exactly as specified.
+fn put_handle_line(replacement: &mut Message, line: &str) {
+    let first_text = (replacement.blocks_mut().iter_mut()).find_map(|block| match block {
+        Block::Text(text) => Some(text),
+        _ => None,
+    });
+    if let Some(text) = first_text {
+        let at = text.text.find('\n').unwrap_or(text.text.len());
+        text.text.insert_str(at, &format!("\n{line}"));
+    }
 }

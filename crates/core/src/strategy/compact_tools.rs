@@ -17,6 +17,7 @@ use std::collections::{HashMap, HashSet};
 use crate::conversation::{Block, Conversation, Message, Role, Shape, ToolCall};
 use crate::estimate::ClassCounts;
 use crate::markers::COMPACTED;
+use crate::recall::{Handle, Removal, handle_line};
 use crate::report::{Step, Strategy};
 use crate::step::{Changes, Measure, Stamp, StepContext, chars_in};
 use crate::tool_names::CallActivity;
@@ -66,6 +67,7 @@ pub(crate) fn compact_tool_results(
     let mut affected = HashSet::new();
     let mut compacted = 0usize;
     let mut chars_added = 0u64;
+    let mut removed = Vec::new();
     for candidate in candidates {
         if running <= target {
             break;
@@ -80,6 +82,7 @@ pub(crate) fn compact_tool_results(
         };
         let freed = cx.estimator.tokens_of(&counts);
         let placeholder = candidate.placeholder;
+        removed.extend(candidate.removal);
         let placeholder_tokens = cx.estimator.tokens_of(&ClassCounts::of_str(&placeholder));
         chars_added += chars_in(&placeholder);
         result.content = vec![Block::text(placeholder)];
@@ -92,7 +95,7 @@ pub(crate) fn compact_tool_results(
         return None;
     }
     tracing::info!(results = compacted, target, "② compacted old tool results");
-    Some(measure.finish(
+    let mut step = measure.finish(
         cx,
         conversation,
         Stamp::of(Strategy::CompactToolResults, target),
@@ -102,7 +105,9 @@ pub(crate) fn compact_tool_results(
             chars_added,
         },
         format!("{compacted} tool result(s) compacted"),
-    ))
+    );
+    step.removed = removed;
+    Some(step)
 }
 
 /// Whether the texts of `blocks` hold at most `limit` characters, counting them only when
@@ -175,6 +180,8 @@ struct Candidate {
     message: usize,
     block: usize,
     placeholder: String,
+    /// The result's originals under the handle its placeholder carries (recall on).
+    removal: Option<Removal>,
 }
 
 /// The results ② may compact: stale reads first, then the others oldest first.
@@ -251,10 +258,17 @@ fn candidates(conversation: &Conversation, cx: &StepContext<'_>) -> Vec<Candidat
                     None => Trail::lines_for_errors(result, call, flagged),
                 },
             };
-            let placeholder = match second {
+            let mut placeholder = match second {
                 Some(line) => format!("{COMPACTED}\n{line}"),
                 None => COMPACTED.to_owned(),
             };
+            // The handle goes last: the trail reads ②'s errors from the second line.
+            let removal = cx.recall.then(|| {
+                let removal = result_removal(result, call);
+                placeholder.push('\n');
+                placeholder.push_str(&handle_line(removal.handle));
+                removal
+            });
             // A result no longer than what would replace it stays.
             let has_binary = result.content.iter().any(|b| !matches!(b, Block::Text(_)));
             let limit = placeholder_chars.max(placeholder.chars().count());
@@ -265,6 +279,7 @@ fn candidates(conversation: &Conversation, cx: &StepContext<'_>) -> Vec<Candidat
                 message: index,
                 block: block_index,
                 placeholder,
+                removal,
             };
             if superseded.is_some() {
                 first.push(candidate);
@@ -275,4 +290,25 @@ fn candidates(conversation: &Conversation, cx: &StepContext<'_>) -> Vec<Candidat
     }
     first.extend(rest);
     first
+}
+
+/// A compacted result's originals: the call that produced it, then its output.
+fn result_removal(result: &crate::conversation::ToolResult, call: Option<&ToolCall>) -> Removal {
+    let output = result.joined_text();
+    let tool = (call.map(|c| c.name.as_str()))
+        .or(result.tool_name.as_deref())
+        .unwrap_or("tool");
+    let mut text = String::new();
+    if let Some(call) = call {
+        let arguments = match &call.arguments {
+            serde_json::Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        text.push_str(&format!("[assistant called {tool}] {arguments}\n"));
+    }
+    text.push_str(&format!("[result of {tool}]\n{output}"));
+    Removal {
+        handle: Handle::of_result("compacted", &result.call_id, &output),
+        text,
+    }
 }

@@ -12,6 +12,7 @@ use unicode_segmentation::GraphemeCursor;
 use crate::conversation::{Block, Conversation};
 use crate::estimate::{ClassCounts, Estimator};
 use crate::markers::{COMPACTED, TRUNCATED};
+use crate::recall::{Handle, Removal, handle_line};
 use crate::report::{Step, Strategy};
 use crate::step::{Changes, Measure, Stamp, StepContext};
 
@@ -77,6 +78,7 @@ fn truncate_over(
     let measure = Measure::before(cx, conversation);
     let mut cut = 0usize;
     let mut added = 0u64;
+    let mut removed = Vec::new();
     for &index in &oversized {
         for block in conversation.messages[index].blocks_mut() {
             let Block::ToolResult(result) = block else {
@@ -85,26 +87,42 @@ fn truncate_over(
             if estimator.tokens_of(&ClassCounts::of_blocks(&result.content)) <= limit {
                 continue;
             }
-            // ②'s placeholder is never cut (its marker stays exact): its note line goes.
-            if matches!(result.content.as_slice(), [Block::Text(t)] if t.text.starts_with(COMPACTED))
+            // ②'s placeholder is never cut (its marker stays exact): its note line goes,
+            // its handle stays.
+            if let [Block::Text(t)] = result.content.as_slice()
+                && t.text.starts_with(COMPACTED)
             {
-                result.content = vec![Block::text(COMPACTED)];
+                let handle = (t.text.lines()).find(|l| l.starts_with(HANDLE_PREFIX));
+                let kept = match handle {
+                    Some(line) => format!("{COMPACTED}\n{line}"),
+                    None => COMPACTED.to_owned(),
+                };
+                result.content = vec![Block::text(kept)];
                 cut += 1;
                 continue;
             }
-            if cut_blocks(
-                &mut result.content,
-                limit,
-                &estimator,
-                cx.config.layer1.newline_cut_ratio,
-            ) {
+            // Recall: the cut tail is kept under a handle, written after the marker.
+            let handle = cx
+                .recall
+                .then(|| Handle::of_result("truncated", &result.call_id, &result.joined_text()));
+            let suffix = match handle {
+                Some(handle) => format!("{TRUNCATED}\n{}", handle_line(handle)),
+                None => TRUNCATED.to_owned(),
+            };
+            let ratio = cx.config.layer1.newline_cut_ratio;
+            if let Some(tail) = cut_blocks(&mut result.content, limit, &estimator, ratio, &suffix) {
                 cut += 1;
-                added += TRUNCATED.chars().count() as u64;
+                added += suffix.chars().count() as u64;
+                if let Some(handle) = handle {
+                    let tool = result.tool_name.as_deref().unwrap_or("tool");
+                    let text = format!("[result of {tool}: the part cut by truncation]\n{tail}");
+                    removed.push(Removal { handle, text });
+                }
             }
         }
     }
     tracing::info!(results = cut, limit, "① truncated oversized tool results");
-    Some(measure.finish(
+    let mut step = measure.finish(
         cx,
         conversation,
         Stamp::of(Strategy::TruncateToolResult, limit),
@@ -114,33 +132,43 @@ fn truncate_over(
             chars_added: added,
         },
         format!("{cut} tool result(s) cut to {limit} tokens"),
-    ))
+    );
+    step.removed = removed;
+    Some(step)
 }
 
-/// Cuts the text parts of a result's content to `limit` tokens in all. Returns whether
-/// anything was cut.
+/// How a handle line starts (recall's, after a marker).
+const HANDLE_PREFIX: &str = "recall handle: ";
+
+/// Cuts the text parts of a result's content to `limit` tokens in all, `suffix` (the
+/// marker, and recall's handle line) appended where it cut. Returns what was cut away,
+/// `None` when nothing was.
 fn cut_blocks(
     content: &mut Vec<Block>,
     limit: u64,
     estimator: &Estimator,
     newline_ratio: f64,
-) -> bool {
+    suffix: &str,
+) -> Option<String> {
     let fixed: u64 = content
         .iter()
         .filter(|b| !matches!(b, Block::Text(_)))
         .map(|b| estimator.tokens_of(&ClassCounts::of_blocks(std::slice::from_ref(b))))
         .sum();
-    let marker = estimator.text_tokens(TRUNCATED);
+    let marker = estimator.text_tokens(suffix);
     // One token of slack for the rounding up of each estimate.
     let mut budget = limit.saturating_sub(fixed + marker + 2) as f64;
     let mut done = false;
     let mut cut_any = false;
+    let mut tail = String::new();
     content.retain_mut(|block| {
         let Block::Text(text) = block else {
             return true;
         };
         if done {
             cut_any = true;
+            tail.push('\n');
+            tail.push_str(&text.text);
             return false;
         }
         match cut_point(&text.text, budget, estimator, newline_ratio) {
@@ -149,15 +177,16 @@ fn cut_blocks(
                 true
             }
             Some(at) => {
+                tail.push_str(&text.text[at..]);
                 text.text.truncate(at);
-                text.text.push_str(TRUNCATED);
+                text.text.push_str(suffix);
                 done = true;
                 cut_any = true;
                 true
             }
         }
     });
-    cut_any
+    cut_any.then_some(tail)
 }
 
 /// Where to cut `text` so that its head costs at most `budget` tokens: `None` if it fits.
