@@ -6,7 +6,9 @@
 //! that an answer returns the lines that match and not a whole 50 KB file read.
 
 use super::handle::Handle;
-use crate::conversation::{Block, Message};
+use serde_json::Value;
+
+use crate::conversation::{Block, Message, ToolCall};
 
 /// Characters of a chunk, at most (a line longer than this is cut inside).
 pub const CHUNK_CHARS: usize = 1_200;
@@ -73,13 +75,7 @@ fn write_message(text: &mut String, message: &Message) {
                 text.push_str(&format!("[{role}]\n"));
                 text.push_str(&t.text);
             }
-            Block::ToolCall(call) => {
-                let arguments = match &call.arguments {
-                    serde_json::Value::String(s) => s.clone(),
-                    other => other.to_string(),
-                };
-                text.push_str(&format!("[{role} called {}] {arguments}", call.name));
-            }
+            Block::ToolCall(call) => text.push_str(&call_text(call)),
             Block::ToolResult(result) => {
                 let tool = result.tool_name.as_deref().unwrap_or("tool");
                 text.push_str(&format!("[result of {tool}]\n"));
@@ -90,6 +86,37 @@ fn write_message(text: &mut String, message: &Message) {
         }
         text.push('\n');
     }
+}
+
+/// A tool call as text: its name, then each argument on its own line (`key: value`, a
+/// string with its own line breaks), so that a file written by a call is chunked and
+/// searched line by line like a file read, not as one line of escaped JSON.
+pub(crate) fn call_text(call: &ToolCall) -> String {
+    let parsed;
+    let arguments = match &call.arguments {
+        Value::String(s) => match serde_json::from_str::<Value>(s) {
+            Ok(value) => {
+                parsed = value;
+                &parsed
+            }
+            Err(_) => &call.arguments,
+        },
+        other => other,
+    };
+    let mut text = format!("[assistant called {}]", call.name);
+    match arguments {
+        Value::Object(object) => {
+            for (key, value) in object {
+                match value {
+                    Value::String(s) => text.push_str(&format!("\n{key}: {s}")),
+                    other => text.push_str(&format!("\n{key}: {other}")),
+                }
+            }
+        }
+        Value::String(s) => text.push_str(&format!(" {s}")),
+        other => text.push_str(&format!(" {other}")),
+    }
+    text
 }
 
 /// Splits `text` into pieces of at most `limit` characters, at line ends where a line

@@ -46,6 +46,7 @@ mod rank;
 pub mod tool;
 
 pub use answer::{ANSWER_TOKENS, RecallCall, Recalled, answer};
+pub(crate) use chunk::call_text;
 pub use chunk::{CHUNK_CHARS, Chunk, Removal};
 pub use handle::{Handle, HandleRef};
 pub use memory::MemoryStore;

@@ -94,18 +94,62 @@ impl Index {
         &self.chunks
     }
 
-    /// Every chunk that shares a term with `query`, best first, with its score.
+    /// Every chunk that shares a term with `query`, best first, with its score: BM25,
+    /// raised for a chunk with one line that holds most of the query's terms (a model asks
+    /// for a line it saw: an error, a command, a definition).
     pub fn rank(&self, query: &str) -> Vec<(&Chunk, f32)> {
         let mut embedding = self.embedder.embed(query);
         dedupe_terms(&mut embedding);
+        let terms = query_terms(query);
         let mut scored: Vec<(usize, f32)> = (self.scorer.matches(&embedding).into_iter())
-            .map(|scored| (scored.id, scored.score))
+            .map(|scored| {
+                let lines = (self.chunks.get(scored.id))
+                    .map_or(0.0, |chunk| line_coverage(&chunk.text, &terms));
+                (scored.id, scored.score * (1.0 + LINE_WEIGHT * lines))
+            })
             .collect();
         scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
         (scored.into_iter())
             .filter_map(|(index, score)| Some((self.chunks.get(index)?, score)))
             .collect()
     }
+}
+
+/// How much a chunk's best line raises its BM25 score: a line with every query term
+/// doubles it.
+const LINE_WEIGHT: f32 = 2.0;
+
+/// A line longer than this (minified code, a JSON blob) holds many terms by its length
+/// alone: it does not count as a line that holds the query.
+const LONGEST_LINE: usize = 500;
+
+/// The query's distinct terms, whole words only (lowercased).
+fn query_terms(query: &str) -> Vec<String> {
+    let mut terms: Vec<String> = (query.split(|c: char| !(c.is_alphanumeric() || c == '_')))
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .collect();
+    terms.sort();
+    terms.dedup();
+    terms
+}
+
+/// The share of `terms` the best single line of `text` contains (as substrings of its
+/// lowercased text, so `parse` is found in `parse_config`).
+fn line_coverage(text: &str, terms: &[String]) -> f32 {
+    if terms.is_empty() {
+        return 0.0;
+    }
+    let best = (text.lines())
+        .filter(|line| line.len() <= LONGEST_LINE)
+        .map(|line| {
+            let line = line.to_lowercase();
+            terms.iter().filter(|t| line.contains(t.as_str())).count()
+        })
+        .max()
+        .unwrap_or(0);
+    let share = best as f32 / terms.len() as f32;
+    share * share
 }
 
 /// A query term written twice counts once.

@@ -17,7 +17,7 @@ use std::collections::{HashMap, HashSet};
 use crate::conversation::{Block, Conversation, Message, Role, Shape, ToolCall};
 use crate::estimate::ClassCounts;
 use crate::markers::COMPACTED;
-use crate::recall::{Handle, Removal, handle_line};
+use crate::recall::{Handle, Removal, call_text, handle_line};
 use crate::report::{Step, Strategy};
 use crate::step::{Changes, Measure, Stamp, StepContext, chars_in};
 use crate::tool_names::CallActivity;
@@ -300,11 +300,8 @@ fn result_removal(result: &crate::conversation::ToolResult, call: Option<&ToolCa
         .unwrap_or("tool");
     let mut text = String::new();
     if let Some(call) = call {
-        let arguments = match &call.arguments {
-            serde_json::Value::String(s) => s.clone(),
-            other => other.to_string(),
-        };
-        text.push_str(&format!("[assistant called {tool}] {arguments}\n"));
+        text.push_str(&call_text(call));
+        text.push('\n');
     }
     text.push_str(&format!("[result of {tool}]\n{output}"));
     Removal {
