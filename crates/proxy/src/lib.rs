@@ -41,6 +41,7 @@ mod ahead;
 pub mod config;
 pub mod error;
 mod ops;
+mod recall;
 mod route;
 mod state;
 mod window;

@@ -14,6 +14,7 @@ use sha2::{Digest, Sha256};
 
 use crate::config::IN_MEMORY_DB;
 use crate::error::ProxyError;
+use crate::recall::RecallKey;
 use crate::state::store::private_file;
 
 /// The headers that carry a client's credential (OpenAI, Anthropic).
@@ -80,16 +81,13 @@ impl Tenancy {
     /// The tenant of a request: the keyed hash of its credential headers (a request
     /// without any is the anonymous tenant, which is still one tenant).
     pub(crate) fn tenant(&self, headers: &HeaderMap) -> Tenant {
-        let mut message = Vec::new();
-        for name in CREDENTIAL_HEADERS {
-            message.extend_from_slice(name.as_bytes());
-            message.push(0);
-            for value in headers.get_all(*name) {
-                message.extend_from_slice(value.as_bytes());
-                message.push(0);
-            }
-        }
-        Tenant(hex::encode(hmac_sha256(&self.secret, &message)))
+        Tenant(hex::encode(hmac_sha256(&self.secret, &credential(headers))))
+    }
+
+    /// The key a request's removed originals are sealed with: derived from its credential
+    /// and the installation's secret, never stored (`crate::recall`).
+    pub(crate) fn recall_key(&self, headers: &HeaderMap) -> RecallKey {
+        RecallKey::derive(&self.secret, &credential(headers))
     }
 
     /// The store key of `conversation` for `tenant`.
@@ -122,6 +120,20 @@ impl std::fmt::Debug for Tenant {
         // A keyed hash, not a secret; shortened in logs all the same.
         write!(f, "Tenant({}…)", &self.0[..self.0.len().min(8)])
     }
+}
+
+/// The credential headers of a request, names and values, as one message.
+fn credential(headers: &HeaderMap) -> Vec<u8> {
+    let mut message = Vec::new();
+    for name in CREDENTIAL_HEADERS {
+        message.extend_from_slice(name.as_bytes());
+        message.push(0);
+        for value in headers.get_all(*name) {
+            message.extend_from_slice(value.as_bytes());
+            message.push(0);
+        }
+    }
+    message
 }
 
 /// HMAC-SHA256 (RFC 2104) of `message` under `key`.

@@ -116,6 +116,16 @@ pub trait StateStore: Send + Sync {
     ) -> BoxFuture<'a, StoreResult<Option<StoredSession>>>;
     /// Forgets a conversation's last upstream request.
     fn delete_session<'a>(&'a self, conversation: &'a str) -> BoxFuture<'a, StoreResult<()>>;
+    /// Keeps a conversation's sealed recall chunks, each under its tag (`crate::recall`):
+    /// a tag kept before is kept once, and marked used now.
+    fn put_recall<'a>(
+        &'a self,
+        conversation: &'a str,
+        rows: Vec<(String, Vec<u8>)>,
+    ) -> BoxFuture<'a, StoreResult<()>>;
+    /// Every sealed recall chunk of a conversation, oldest first.
+    fn recall_rows<'a>(&'a self, conversation: &'a str)
+    -> BoxFuture<'a, StoreResult<Vec<Vec<u8>>>>;
     /// Asks the backend whether it is reachable now (for `/healthz`); updates
     /// [`StateStore::failure`]. SQLite has nothing to ask: its last operation tells.
     fn check(&self) -> BoxFuture<'_, ()>;

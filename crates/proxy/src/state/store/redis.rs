@@ -362,6 +362,52 @@ impl StateStore for RedisStore {
         })
     }
 
+    fn put_recall<'a>(
+        &'a self,
+        conversation: &'a str,
+        rows: Vec<(String, Vec<u8>)>,
+    ) -> BoxFuture<'a, StoreResult<()>> {
+        Box::pin(async move {
+            let size: usize = rows
+                .iter()
+                .map(|(tag, sealed)| tag.len() + sealed.len())
+                .sum();
+            if rows.is_empty() || !self.fits("recall chunks", conversation.len() + size) {
+                return Ok(());
+            }
+            let key = key("recall", conversation);
+            let ttl = self.ttl_secs();
+            self.run(|mut c| async move {
+                let mut pipe = redis::pipe();
+                pipe.atomic();
+                for (tag, sealed) in &rows {
+                    pipe.cmd("HSETNX")
+                        .arg(&key)
+                        .arg(tag)
+                        .arg(sealed.as_slice())
+                        .ignore();
+                }
+                pipe.cmd("EXPIRE").arg(&key).arg(ttl).ignore();
+                pipe.query_async::<()>(&mut c).await
+            })
+            .await
+        })
+    }
+
+    fn recall_rows<'a>(
+        &'a self,
+        conversation: &'a str,
+    ) -> BoxFuture<'a, StoreResult<Vec<Vec<u8>>>> {
+        Box::pin(async move {
+            let key = key("recall", conversation);
+            let all: Vec<(String, Vec<u8>)> = self
+                .run(|mut c| async move { c.hgetall(&key).await })
+                .await?;
+            // A hash has no order; the chunks say their own (handle and part) once opened.
+            Ok(all.into_iter().map(|(_, sealed)| sealed).collect())
+        })
+    }
+
     fn save_session<'a>(
         &'a self,
         conversation: &'a str,

@@ -281,6 +281,23 @@ impl StateStore for SqliteStore {
         self.run(move |c| statements::session(c, &conversation))
     }
 
+    fn put_recall<'a>(
+        &'a self,
+        conversation: &'a str,
+        rows: Vec<(String, Vec<u8>)>,
+    ) -> BoxFuture<'a, StoreResult<()>> {
+        let conversation = conversation.to_owned();
+        self.run(move |c| statements::put_recall(c, &conversation, &rows))
+    }
+
+    fn recall_rows<'a>(
+        &'a self,
+        conversation: &'a str,
+    ) -> BoxFuture<'a, StoreResult<Vec<Vec<u8>>>> {
+        let conversation = conversation.to_owned();
+        self.run(move |c| statements::recall_rows(c, &conversation))
+    }
+
     fn delete_session<'a>(&'a self, conversation: &'a str) -> BoxFuture<'a, StoreResult<()>> {
         let conversation = conversation.to_owned();
         self.run(move |c| statements::delete_session(c, &conversation))

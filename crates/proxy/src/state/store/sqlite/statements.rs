@@ -38,6 +38,13 @@ CREATE TABLE IF NOT EXISTS facts (
     touched INTEGER NOT NULL,
     PRIMARY KEY (conversation, hash)
 );
+CREATE TABLE IF NOT EXISTS recall_chunks (
+    conversation TEXT NOT NULL,
+    tag TEXT NOT NULL,
+    sealed BLOB NOT NULL,
+    touched INTEGER NOT NULL,
+    PRIMARY KEY (conversation, tag)
+);
 CREATE TABLE IF NOT EXISTS sessions (
     conversation TEXT PRIMARY KEY,
     session BLOB NOT NULL,
@@ -53,6 +60,10 @@ const SIZED: &[(&str, &str)] = &[
         "length(conversation) + length(hash) + length(text)",
     ),
     ("sessions", "length(conversation) + length(session)"),
+    (
+        "recall_chunks",
+        "length(conversation) + length(tag) + length(sealed)",
+    ),
 ];
 
 /// How long a statement waits for another process holding the database (the store's own
@@ -254,6 +265,35 @@ pub(super) fn add_fact(
         params![conversation, hash, seq, text, clamp_i64(now())],
     )?;
     Ok(inserted > 0)
+}
+
+/// Keeps sealed recall chunks (one transaction); a tag kept before is only marked used.
+pub(super) fn put_recall(
+    c: &Connection,
+    conversation: &str,
+    rows: &[(String, Vec<u8>)],
+) -> rusqlite::Result<()> {
+    let now = clamp_i64(now());
+    let transaction = c.unchecked_transaction()?;
+    {
+        let mut insert = transaction.prepare_cached(
+            "INSERT INTO recall_chunks (conversation, tag, sealed, touched) VALUES (?1, ?2, ?3, ?4)
+             ON CONFLICT (conversation, tag) DO UPDATE SET touched = excluded.touched",
+        )?;
+        for (tag, sealed) in rows {
+            insert.execute(params![conversation, tag, sealed, now])?;
+        }
+    }
+    transaction.commit()
+}
+
+/// A conversation's sealed recall chunks, oldest first.
+pub(super) fn recall_rows(c: &Connection, conversation: &str) -> rusqlite::Result<Vec<Vec<u8>>> {
+    let mut statement = c.prepare_cached(
+        "SELECT sealed FROM recall_chunks WHERE conversation = ?1 ORDER BY rowid",
+    )?;
+    let rows = statement.query_map(params![conversation], |row| row.get(0))?;
+    rows.collect()
 }
 
 /// Marks a conversation's facts as used now (they were put back into a request), so that
