@@ -11,6 +11,7 @@
 //! removed content is a few MB at most (the fixtures: 26 KB – 650 KB at a tenth).
 
 mod sealing;
+pub(crate) mod turn;
 
 use std::sync::Arc;
 

@@ -84,6 +84,7 @@ impl Tenancy {
         Tenant(hex::encode(hmac_sha256(&self.secret, &credential(headers))))
     }
 
+    #[cfg_attr(not(test), allow(dead_code))] // called by the recall rounds (issue 25 part 4)
     /// The key a request's removed originals are sealed with: derived from its credential
     /// and the installation's secret, never stored (`crate::recall`).
     pub(crate) fn recall_key(&self, headers: &HeaderMap) -> RecallKey {
@@ -193,5 +194,11 @@ mod tests {
         );
         let other = Tenancy { secret: [2; 32] };
         assert_ne!(tenancy.tenant(&a), other.tenant(&a));
+        // Recall's key: one per credential and installation, so one tenant's seal opens
+        // nothing of another's.
+        let sealed = tenancy.recall_key(&a).seal(b"kept");
+        assert!(tenancy.recall_key(&a).open(&sealed).is_ok());
+        assert!(tenancy.recall_key(&b).open(&sealed).is_err());
+        assert!(other.recall_key(&a).open(&sealed).is_err());
     }
 }
