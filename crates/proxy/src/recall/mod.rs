@@ -10,15 +10,13 @@
 //! newest chunks are opened. Recalls are rare (a model's tool call), and a conversation's
 //! removed content is a few MB at most (the fixtures: 26 KB – 650 KB at a tenth).
 
-mod sealing;
 pub(crate) mod turn;
 
 use std::sync::Arc;
 
 use context_cascade::recall::{self, Chunk, Index, RecallCall, Recalled, Removal};
 
-pub(crate) use sealing::RecallKey;
-
+use crate::state::sealing::RecallKey;
 use crate::state::store::{StateStore, StoreResult};
 
 /// Sealed bytes a recall opens at most (the newest first): a bound on the memory and time

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use context_cascade::recall::{Handle, RecallCall, Removal};
 
 use super::*;
+use crate::state::sealing::RecallKey;
 use crate::state::store::{Retention, SqliteStore};
 
 fn removal(text: &str) -> Removal {

@@ -1,10 +1,11 @@
 //! What the proxy keeps: the store (SQLite or Redis), and on it the sticky prefix and its
-//! decisions, remembered facts, the summary cache, and whose state a request may see
-//! (tenancy).
+//! decisions, remembered facts, the summary cache, whose state a request may see
+//! (tenancy), and the key recall's originals are sealed with (sealing).
 
 pub(crate) mod decisions;
 pub(crate) mod identity;
 pub mod memory;
+pub(crate) mod sealing;
 pub(crate) mod stability;
 pub mod store;
 pub(crate) mod summary_cache;

@@ -14,7 +14,7 @@ use sha2::{Digest, Sha256};
 
 use crate::config::IN_MEMORY_DB;
 use crate::error::ProxyError;
-use crate::recall::RecallKey;
+use crate::state::sealing::RecallKey;
 use crate::state::store::private_file;
 
 /// The headers that carry a client's credential (OpenAI, Anthropic).
