@@ -190,6 +190,11 @@ context_cascade::settings_group! {
         /// Send a request the cascade would leave as it is upstream without parsing it into
         /// a conversation (same bytes, same decision).
         pub fast_path: bool = true,
+        /// Keep what the cascade removes (sealed with a key from the client's credential)
+        /// and give the model a `context_recall` tool to get it back by handle or search.
+        /// Non-streaming requests only so far: a streamed request gets neither the tool nor
+        /// the handles' content back (docs/proxy.md, "Recall").
+        pub recall: bool = false,
     }
 }
 

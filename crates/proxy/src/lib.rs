@@ -41,9 +41,6 @@ mod ahead;
 pub mod config;
 pub mod error;
 mod ops;
-// Built and tested, not yet called by the routes: the rounds' loop in route/ (issue 25
-// part 4) is what remains, so outside the tests its items are unused.
-#[cfg_attr(not(test), allow(dead_code))]
 mod recall;
 mod route;
 mod state;

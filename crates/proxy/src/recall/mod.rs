@@ -14,7 +14,10 @@ pub(crate) mod turn;
 
 use std::sync::Arc;
 
-use context_cascade::recall::{self, Chunk, Index, RecallCall, Recalled, Removal};
+use bytes::Bytes;
+use context_cascade::recall::{self, Chunk, Index, RecallCall, Recalled, Removal, tool};
+use context_cascade::{Block, Conversation, Format, LlmError};
+use serde_json::Value;
 
 use crate::state::sealing::RecallKey;
 use crate::state::store::{StateStore, StoreResult};
@@ -22,6 +25,9 @@ use crate::state::store::{StateStore, StoreResult};
 /// Sealed bytes a recall opens at most (the newest first): a bound on the memory and time
 /// one recall takes, whatever a conversation has accumulated.
 pub(crate) const MAX_OPENED_BYTES: usize = 32 << 20;
+
+/// What a handle line starts with (`context_cascade::recall::handle_line`).
+const HANDLE_LINE: &str = "recall handle: ";
 
 /// Keeps and answers from one store.
 #[derive(Clone)]
@@ -70,6 +76,58 @@ impl Recaller {
         let rows = self.store.recall_rows(scoped).await?;
         let chunks = open_newest(key, &rows);
         Ok(recall::answer(&Index::build(chunks), call, max_tokens))
+    }
+}
+
+/// Whether a conversation carries removed content: a marker with its handle line.
+pub(crate) fn has_removed(conversation: &Conversation) -> bool {
+    let holds = |text: &str| text.contains(HANDLE_LINE);
+    (conversation.messages.iter()).any(|message| {
+        (message.blocks().iter()).any(|block| match block {
+            Block::Text(text) => holds(&text.text),
+            Block::ToolResult(result) => {
+                (result.content.iter()).any(|b| matches!(b, Block::Text(t) if holds(&t.text)))
+            }
+            _ => false,
+        })
+    })
+}
+
+/// `body` (a request of `format`) with the recall tool after the client's tools, named
+/// so that it takes no client tool's name.
+pub(crate) fn with_tool(format: Format, body: &[u8]) -> Result<Bytes, LlmError> {
+    let unwritable = |e: serde_json::Error| LlmError::Local(format!("recall tool: {e}"));
+    let mut request: Value = serde_json::from_slice(body).map_err(unwritable)?;
+    let names = client_tool_names(&request);
+    let name = tool::name_among(names.iter().map(String::as_str));
+    turn::add_tool(&mut request, tool::definition(format, &name));
+    serde_json::to_vec(&request)
+        .map(Bytes::from)
+        .map_err(unwritable)
+}
+
+/// The tool names a request declares (Chat's under `function`).
+fn client_tool_names(request: &Value) -> Vec<String> {
+    let tools = request.get("tools").and_then(Value::as_array);
+    (tools.into_iter().flatten())
+        .filter_map(|t| {
+            (t.get("name").or_else(|| t.pointer("/function/name"))).and_then(Value::as_str)
+        })
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The recall tool's name in a request the proxy offered it in (the last tool, with the
+/// tool's description), `None` when it was not offered.
+pub(crate) fn offered_tool(request: &Value) -> Option<String> {
+    let last = request.get("tools")?.as_array()?.last()?;
+    let described =
+        |v: &Value| v.get("description").and_then(Value::as_str) == Some(tool::DESCRIPTION);
+    let named = |v: &Value| v.get("name").and_then(Value::as_str).map(str::to_owned);
+    match last.get("function") {
+        Some(function) if described(function) => named(function),
+        None if described(last) => named(last),
+        _ => None,
     }
 }
 

@@ -16,6 +16,7 @@ use crate::error::ProxyError;
 use crate::ops::limits::Limits;
 use crate::ops::metrics::{Metrics, Snapshot};
 use crate::ops::status::Status;
+use crate::recall::Recaller;
 use crate::route::admission::Admission;
 use crate::route::answer::Answering;
 use crate::route::body::BodyLimits;
@@ -69,6 +70,8 @@ pub struct AppState {
     writes: Writes,
     /// The summary cache, used through a view bound to each request's tenant.
     summaries: Arc<CachingSummarizer>,
+    /// `None` when recall is off (`requests.recall`).
+    recaller: Option<Recaller>,
 }
 
 /// What [`AppState::new`] builds before the engine.
@@ -121,6 +124,7 @@ impl AppState {
             manager,
             sticky: (config.requests.sticky_prefix)
                 .then(|| Arc::new(Sticky::new(store.clone(), writes.clone()))),
+            recaller: (config.requests.recall).then(|| Recaller::new(store.clone())),
             store,
             windows: base.windows,
             labels,
@@ -230,6 +234,7 @@ impl AppState {
                 store,
                 upstream,
                 summaries: &self.summaries,
+                recaller: self.recaller.as_ref(),
             },
             answering: Answering {
                 calibrator: &self.calibrator,
@@ -272,9 +277,13 @@ fn engine(
     summarizer: Arc<dyn Summarizer>,
     restored: Vec<(String, Scale)>,
 ) -> ContextManager {
-    let manager = ContextManager::new(config.cascade.clone())
+    let mut manager = ContextManager::new(config.cascade.clone())
         .with_catalog(config.catalog.clone())
         .with_summarizer(summarizer);
+    if config.requests.recall {
+        // The markers carry handles; the route keeps what went, per tenant (crate::recall).
+        manager = manager.with_recall_handles();
+    }
     let manager = fastpath::exact_counts(manager);
     let mut calibration = Calibration::new();
     for (model, scale) in restored {

@@ -7,12 +7,14 @@ use std::sync::{Arc, Mutex};
 use context_cascade::{CallError, ContextManager};
 
 use crate::ops::metrics::CallOutcome;
+use crate::recall::Recaller;
 use crate::route::answer::Answer;
 use crate::route::inbound::Inbound;
 use crate::route::outcome::{Cascaded, Outcome, Sent};
 use crate::route::preparation::Prepared;
+use crate::route::recalling::Round;
 use crate::route::responses::Watched;
-use crate::route::upstream::Upstream;
+use crate::route::upstream::{Upstream, UpstreamCall};
 use crate::state::StateStore;
 use crate::state::summary_cache::CachingSummarizer;
 use crate::window::shared;
@@ -25,6 +27,8 @@ pub(crate) struct Calling<'s> {
     pub(crate) upstream: &'s Upstream,
     /// The summary cache, used through a view bound to the request's tenant.
     pub(crate) summaries: &'s Arc<CachingSummarizer>,
+    /// Recall's store (`None`: recall off).
+    pub(crate) recaller: Option<&'s Recaller>,
 }
 
 impl Calling<'_> {
@@ -48,7 +52,17 @@ impl Calling<'_> {
             overflowed,
         } = prepared;
         let original = untouched.then(|| (inbound.bytes.clone(), conversation.clone()));
-        let call = (self.upstream).call(format, inbound.path(), headers, stream, original);
+        let round = (self.recaller).map(|recaller| Round {
+            recaller,
+            inbound,
+            scoped: &key,
+            call: UpstreamCall {
+                recall_tool: !stream,
+                ..(self.upstream).call(format, inbound.path(), headers.clone(), false, None)
+            },
+        });
+        let mut call = (self.upstream).call(format, inbound.path(), headers, stream, original);
+        call.recall_tool = round.is_some() && !stream;
         let call = Watched::new(call, format).answered_already(overflowed);
         shared::before_call(self.store, self.manager).await;
         // The summary cache below the engine, bound to the request's tenant.
@@ -62,7 +76,11 @@ impl Calling<'_> {
                     self.manager.prior(&conversation),
                     self.manager.estimate(&conversation),
                 );
-                let output = called.output;
+                let mut output = called.output;
+                if let Some(round) = &round {
+                    round.keep(&called.report).await;
+                    output = round.answer(&conversation, output).await;
+                }
                 let answer = Answer::Upstream { output, sent };
                 (called.report, CallOutcome::Answered, answer)
             }

@@ -11,6 +11,7 @@ use context_cascade::Format;
 use crate::route::body::{BodyLimits, read_request_body};
 use crate::state::Tenancy;
 use crate::state::Tenant;
+use crate::state::sealing::RecallKey;
 
 /// A request on a cascade route, read.
 pub(crate) struct Inbound {
@@ -22,6 +23,9 @@ pub(crate) struct Inbound {
     pub(crate) bytes: Bytes,
     /// The keyed hash of its credentials: whose state it may see.
     pub(crate) tenant: Tenant,
+    /// The key recall seals its removed originals with (derived from the credentials, never
+    /// stored).
+    pub(crate) recall_key: RecallKey,
 }
 
 impl Inbound {
@@ -36,11 +40,13 @@ impl Inbound {
         let (parts, body) = request.into_parts();
         let bytes = read_request_body(limits, format, &parts.headers, body).await?;
         let tenant = tenancy.tenant(&parts.headers);
+        let recall_key = tenancy.recall_key(&parts.headers);
         Ok(Inbound {
             format,
             parts,
             bytes,
             tenant,
+            recall_key,
         })
     }
 

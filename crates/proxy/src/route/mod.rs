@@ -14,6 +14,7 @@ pub(crate) mod observers;
 pub(crate) mod outcome;
 pub(crate) mod pipeline;
 pub(crate) mod preparation;
+pub(crate) mod recalling;
 pub(crate) mod responses;
 pub(crate) mod stream;
 pub(crate) mod upstream;

@@ -115,6 +115,7 @@ impl Upstream {
             headers,
             stream,
             timeout: self.timeout,
+            recall_tool: false,
         }
     }
 
@@ -170,12 +171,15 @@ pub(crate) struct UpstreamCall<'a> {
     /// The client's body and the conversation it parsed into: while the conversation the
     /// engine sends is still equal to it, the client's bytes go upstream as they came.
     pub original: Option<(Bytes, Conversation)>,
+    /// Offer the recall tool when the request carries removed content (recall on, not
+    /// streamed): `crate::recall::with_tool`.
+    pub recall_tool: bool,
 }
 
 impl UpstreamCall<'_> {
     /// The request body for `conversation`: the client's own bytes when nothing changed,
     /// else the conversation written out with `_pin` stripped.
-    fn body(&self, conversation: &Conversation) -> Result<Bytes, LlmError> {
+    pub(crate) fn body(&self, conversation: &Conversation) -> Result<Bytes, LlmError> {
         if let Some((bytes, parsed)) = &self.original
             && parsed == conversation
         {
@@ -185,16 +189,27 @@ impl UpstreamCall<'_> {
             strip_pins: true,
             pretty: false,
         };
-        to_vec(conversation, options)
+        let written = to_vec(conversation, options)
             .map(Bytes::from)
-            .map_err(|e| LlmError::Local(format!("could not write the request: {e}")))
+            .map_err(|e| LlmError::Local(format!("could not write the request: {e}")))?;
+        if self.recall_tool && crate::recall::has_removed(conversation) {
+            return crate::recall::with_tool(conversation.format, &written);
+        }
+        Ok(written)
     }
 
     async fn send(
         &self,
         conversation: &Conversation,
     ) -> Result<Completion<UpstreamOutput>, LlmError> {
-        let body = self.body(conversation)?;
+        self.send_body(self.body(conversation)?).await
+    }
+
+    /// POSTs `body` as this call's request (a recall round's follow-up goes this way).
+    pub(crate) async fn send_body(
+        &self,
+        body: Bytes,
+    ) -> Result<Completion<UpstreamOutput>, LlmError> {
         let mut request = self.client.post(&self.url).headers(self.headers.clone());
         if !self.headers.contains_key(CONTENT_TYPE) {
             // The body is JSON whatever the client said (or did not say).

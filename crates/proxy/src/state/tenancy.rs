@@ -84,7 +84,6 @@ impl Tenancy {
         Tenant(hex::encode(hmac_sha256(&self.secret, &credential(headers))))
     }
 
-    #[cfg_attr(not(test), allow(dead_code))] // called by the recall rounds (issue 25 part 4)
     /// The key a request's removed originals are sealed with: derived from its credential
     /// and the installation's secret, never stored (`crate::recall`).
     pub(crate) fn recall_key(&self, headers: &HeaderMap) -> RecallKey {

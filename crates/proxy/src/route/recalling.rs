@@ -1,0 +1,151 @@
+//! Recall after the engine's call: what the cascade removed is kept for the request's
+//! tenant, and an answer that calls the recall tool is answered from the store and sent
+//! upstream again with the call and its result appended — at most [`MAX_ROUNDS`] times per
+//! client request. The client gets one answer: the recall calls taken out, usage summed.
+//! Non-streaming answers only (a streamed request is not offered the tool).
+
+use axum::http::header::CONTENT_LENGTH;
+use bytes::Bytes;
+use context_cascade::recall::{ANSWER_TOKENS, RecallCall};
+use context_cascade::{Conversation, Format, Report};
+use serde_json::Value;
+
+use crate::recall::turn::{self, Asked};
+use crate::recall::{Recaller, offered_tool};
+use crate::route::inbound::Inbound;
+use crate::route::upstream::{UpstreamCall, UpstreamOutput};
+
+/// Recall rounds one client request may run.
+pub(crate) const MAX_ROUNDS: usize = 3;
+
+/// What a recall round needs: the store, whose request it is, and the call to repeat.
+pub(crate) struct Round<'a> {
+    pub(crate) recaller: &'a Recaller,
+    pub(crate) inbound: &'a Inbound,
+    /// The tenant's conversation key.
+    pub(crate) scoped: &'a str,
+    /// A call like the engine's, offering the tool, for the follow-ups.
+    pub(crate) call: UpstreamCall<'a>,
+}
+
+impl Round<'_> {
+    /// Keeps what `report`'s steps removed (sealed under the request's key).
+    pub(crate) async fn keep(&self, report: &Report) {
+        let removals: Vec<_> = report.steps.iter().flat_map(|s| &s.removed).collect();
+        if removals.is_empty() {
+            return;
+        }
+        let key = &self.inbound.recall_key;
+        if let Err(error) = self.recaller.keep(key, self.scoped, &removals).await {
+            // The answer goes on without it: a later recall says nothing is kept.
+            tracing::warn!(%error, "recall: removed content not kept");
+        }
+    }
+
+    /// The client's answer for `output`: recall rounds run while the model calls only
+    /// the recall tool, then its calls taken out. Anything unexpected (an answer that is
+    /// not JSON, a failed follow-up) leaves the last answer as it is.
+    pub(crate) async fn answer(
+        &self,
+        conversation: &Conversation,
+        output: UpstreamOutput,
+    ) -> UpstreamOutput {
+        let UpstreamOutput::Full {
+            status,
+            mut headers,
+            body,
+        } = output
+        else {
+            return output;
+        };
+        let request = (self.call.body(conversation).ok())
+            .and_then(|sent| serde_json::from_slice::<Value>(&sent).ok());
+        let parsed = serde_json::from_slice::<Value>(&body).ok();
+        let (Some(mut request), Some(mut answer)) = (request, parsed) else {
+            return UpstreamOutput::Full {
+                status,
+                headers,
+                body,
+            };
+        };
+        let Some(tool) = offered_tool(&request) else {
+            return UpstreamOutput::Full {
+                status,
+                headers,
+                body,
+            };
+        };
+        let format = conversation.format;
+        let mut usage = answer.get("usage").cloned();
+        let mut rounds = 0;
+        while rounds < MAX_ROUNDS {
+            let asked = turn::asked(format, &answer, &tool);
+            if asked.recall.is_empty() || asked.client_calls > 0 {
+                break;
+            }
+            let Some(next) = self.follow_up(format, &mut request, &answer, &asked).await else {
+                break;
+            };
+            if let (Some(total), Some(round)) = (&mut usage, next.get("usage")) {
+                turn::add_usage(total, round);
+            }
+            answer = next;
+            rounds += 1;
+        }
+        let before = answer.clone();
+        turn::strip_recall(format, &mut answer, &tool);
+        if rounds == 0 && answer == before {
+            return UpstreamOutput::Full {
+                status,
+                headers,
+                body,
+            };
+        }
+        if let (Some(total), Some(slot)) = (usage, answer.get_mut("usage")) {
+            *slot = total;
+        }
+        tracing::info!(rounds, "recall: answered from the store");
+        headers.remove(CONTENT_LENGTH);
+        let body = serde_json::to_vec(&answer).map(Bytes::from).unwrap_or(body);
+        UpstreamOutput::Full {
+            status,
+            headers,
+            body,
+        }
+    }
+
+    /// One round: the recall calls answered, appended with the turn to `request`, sent.
+    /// `None` when the follow-up did not come back as a complete JSON answer.
+    async fn follow_up(
+        &self,
+        format: Format,
+        request: &mut Value,
+        answer: &Value,
+        asked: &Asked,
+    ) -> Option<Value> {
+        let mut results = Vec::with_capacity(asked.recall.len());
+        for site in &asked.recall {
+            let text = match RecallCall::from_arguments(&site.arguments) {
+                Ok(call) => {
+                    let key = &self.inbound.recall_key;
+                    match self
+                        .recaller
+                        .answer(key, self.scoped, &call, ANSWER_TOKENS)
+                        .await
+                    {
+                        Ok(found) => found.text,
+                        Err(error) => format!("[recall failed: {error}]"),
+                    }
+                }
+                Err(error) => format!("[recall: {error}]"),
+            };
+            results.push((site.id.clone(), text));
+        }
+        turn::follow_up(format, request, answer, &results);
+        let body = Bytes::from(serde_json::to_vec(request).ok()?);
+        match self.call.send_body(body).await.ok()?.output {
+            UpstreamOutput::Full { body, .. } => serde_json::from_slice(&body).ok(),
+            UpstreamOutput::Stream(_) => None,
+        }
+    }
+}
