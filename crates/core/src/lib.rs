@@ -49,6 +49,7 @@
 //! format/     the wire formats (Chat, Anthropic Messages, Responses), read and written
 //! estimate/   the token estimate (and exact counts, feature `exact`)
 //! remember/   which user messages ask to be remembered (pinned)
+//! recall/     what removals keep: handles, chunks, BM25 ranking, the store, the tool
 //! escalation.rs  step.rs  report.rs  untouched.rs  prefix.rs  identity.rs  replay.rs ...
 //! ```
 //!
@@ -64,12 +65,13 @@
 //!   [`RememberPolicy`], [`OfflineSummarizer`], [`BoxFuture`], the errors, and the marker
 //!   strings the cascade writes ([`SUMMARY_PREFIX`], [`COMPACTED`], [`TRUNCATED`],
 //!   [`RESULT_REMOVED`], [`SUMMARY_SECTIONS`]).
-//! * Six namespaces for concepts with several parts: [`format`](mod@format) (reading and
+//! * Seven namespaces for concepts with several parts: [`format`](mod@format) (reading and
 //!   writing the wire formats), [`estimate`] (the token estimate, and `estimate::exact`
 //!   with the `exact` feature), [`summarizer`] (the trait, its request and errors, the
 //!   section helpers), [`catalog`] (context windows and token scales of known models),
-//!   [`tool_names`] (which tool results ② may compact) and [`replay`] (a transcript
-//!   replayed as the agent loop that produced it, and prefix comparison).
+//!   [`tool_names`] (which tool results ② may compact), [`replay`] (a transcript
+//!   replayed as the agent loop that produced it, and prefix comparison) and [`recall`]
+//!   (removed content kept under handles and brought back by handle or search).
 //!
 //! Everything else is private to the crate and reached through [`ContextManager`].
 //!
@@ -91,7 +93,7 @@
 //! # Ok::<(), context_cascade::ParseError>(())
 //! ```
 
-// The public surface: six namespaces for concepts with several parts, the rest at the
+// The public surface: seven namespaces for concepts with several parts, the rest at the
 // root. Every other module is an implementation detail of the cascade.
 pub mod catalog;
 pub mod estimate;
