@@ -276,3 +276,49 @@ fn facts_from_removed_content_are_found_in_the_first_three() {
     println!("{}", lines.join("\n"));
     assert!(failures.is_empty(), "{failures:?}");
 }
+
+/// With recall on, a compacted conversation compacted again with the same budget does not
+/// change (SPEC invariant 6), and every handle line follows the marker it belongs to.
+#[test]
+fn recall_keeps_compaction_a_fixed_point_and_handles_after_their_markers() {
+    let (name, fixture) = common::transcripts().into_iter().next().unwrap();
+    let original =
+        format::parse(common::openai_body(&fixture).to_string().as_bytes(), None).unwrap();
+    let scope = Scope::new("bench", name.as_str()).unwrap();
+    let manager = ContextManager::new(CascadeConfig::default())
+        .with_recall(Arc::new(MemoryStore::default()), scope);
+    let budget = Budget::new(manager.estimate(&original) / 10, 0);
+    let mut once = original.clone();
+    pollster::block_on(manager.compact_with_summary(&mut once, budget));
+    let mut twice = once.clone();
+    let again = pollster::block_on(manager.compact_with_summary(&mut twice, budget));
+    assert!(again.steps.is_empty(), "{:?}", again.summary_line());
+    assert_eq!(once, twice);
+    // Each text that carries a handle: a marker first (②'s placeholder, ③–⑤'s notice or
+    // summary), its handle on the line after it (②: after its note line), or ①'s cut
+    // output with its marker just before the handle.
+    let mut handles = 0;
+    for message in &once.messages {
+        let texts = (message.blocks().iter()).flat_map(|block| match block {
+            Block::Text(t) => vec![t.text.clone()],
+            Block::ToolResult(r) => vec![r.joined_text()],
+            _ => vec![],
+        });
+        for text in texts.filter(|t| t.contains("recall handle: ")) {
+            handles += 1;
+            let first = text.lines().next().unwrap_or("");
+            let truncated =
+                text.contains("[truncated: output exceeded context limit]\nrecall handle: ");
+            let second = text.lines().nth(1).unwrap_or("");
+            let marked = first.starts_with("[context ") && second.starts_with("recall handle: ")
+                || first.starts_with("[compacted: ")
+                || truncated;
+            assert!(
+                marked,
+                "{name}: a handle not after its marker: {:?}",
+                &text[..text.len().min(300)]
+            );
+        }
+    }
+    assert!(handles > 0);
+}

@@ -26,9 +26,11 @@ use serde_json::{Value, json};
 const RUNS: usize = 20;
 
 fn chat(message: Value) -> Response {
-    axum::Json(json!({"id": "x", "object": "chat.completion", "model": "gpt-4o",
+    axum::Json(
+        json!({"id": "x", "object": "chat.completion", "model": "gpt-4o",
         // No usage: the calibration stays put, so every run compacts the same way.
-        "choices": [{"index": 0, "message": message, "finish_reason": "stop"}]}))
+        "choices": [{"index": 0, "message": message, "finish_reason": "stop"}]}),
+    )
     .into_response()
 }
 
@@ -37,12 +39,16 @@ fn model(calls: bool) -> impl Fn(usize, &Recorded) -> Response + Send + Sync + '
     move |_, request| {
         let offered = (request.body["tools"].as_array().into_iter().flatten())
             .any(|t| t["function"]["name"] == "context_recall");
-        let last = request.body["messages"].as_array().and_then(|m| m.last().cloned());
+        let last = request.body["messages"]
+            .as_array()
+            .and_then(|m| m.last().cloned());
         let answered = last.is_some_and(|m| m["tool_call_id"] == "r1");
         if calls && offered && !answered {
-            return chat(json!({"role": "assistant", "content": null, "tool_calls": [{"id": "r1",
+            return chat(
+                json!({"role": "assistant", "content": null, "tool_calls": [{"id": "r1",
                 "type": "function", "function": {"name": "context_recall",
-                "arguments": "{\"query\":\"mix test failed assertion\"}"}}]}));
+                "arguments": "{\"query\":\"mix test failed assertion\"}"}}]}),
+            );
         }
         chat(json!({"role": "assistant", "content": "done"}))
     }
@@ -57,7 +63,10 @@ async fn median(recall: bool, calls: bool, body: &Value, db: &std::path::Path) -
     config.requests.recall = recall;
     let state = AppState::new(config).unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/v1/chat/completions", listener.local_addr().unwrap());
+    let url = format!(
+        "http://{}/v1/chat/completions",
+        listener.local_addr().unwrap()
+    );
     tokio::spawn(async move { serve_state(state, listener, std::future::pending()).await });
     let client = reqwest::Client::new();
     let mut times = Vec::with_capacity(RUNS);
@@ -83,7 +92,10 @@ async fn median(recall: bool, calls: bool, body: &Value, db: &std::path::Path) -
 
 #[tokio::main]
 async fn main() {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/claude-code-session.json");
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/claude-code-session.json"
+    );
     let session: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     let body = json!({"model": "gpt-4o", "messages": session["messages"].clone()});
     let dir = std::env::temp_dir().join(format!("cascade-recall-round-{}", std::process::id()));
@@ -97,7 +109,11 @@ async fn main() {
         let db = dir.join(format!("{}.db", name.replace([' ', ','], "-")));
         let took = median(recall, calls, &body, &db).await;
         let bytes = std::fs::metadata(&db).map(|m| m.len()).unwrap_or(0);
-        rows.push(format!("| {name} | {:.1} ms | {} KB |", took.as_secs_f64() * 1e3, bytes / 1024));
+        rows.push(format!(
+            "| {name} | {:.1} ms | {} KB |",
+            took.as_secs_f64() * 1e3,
+            bytes / 1024
+        ));
     }
     println!("| claude-code-session at 17K | median of {RUNS} | database |\n|---|---|---|");
     println!("{}", rows.join("\n"));

@@ -196,7 +196,13 @@ async fn two_keys_one_conversation_never_recall_each_others_content() {
         .last()
         .unwrap()
         .clone();
-    assert!(!recalled.to_string().contains("cannot find value"), "{recalled}");
+    assert!(
+        !recalled.to_string().contains("cannot find value"),
+        "{recalled}"
+    );
     let said = recalled["content"].as_str().unwrap();
-    assert!(said.starts_with("[recall: nothing removed matches"), "{said}");
+    assert!(
+        said.starts_with("[recall: nothing removed matches"),
+        "{said}"
+    );
 }

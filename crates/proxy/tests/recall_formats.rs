@@ -15,7 +15,9 @@ use serde_json::{Value, json};
 const SECRET_LINE: &str = "error[E0425]: cannot find value `swordfish_budget` in this scope";
 
 fn log() -> String {
-    let lines: String = (0..1500).map(|i| format!("compiling unit {i} ok\n")).collect();
+    let lines: String = (0..1500)
+        .map(|i| format!("compiling unit {i} ok\n"))
+        .collect();
     format!("{lines}{SECRET_LINE}\n")
 }
 
@@ -45,21 +47,34 @@ fn anthropic_model(_: usize, request: &Recorded) -> Response {
     let usage = json!({"input_tokens": 100, "output_tokens": 10});
     let offered = (request.body["tools"].as_array().into_iter().flatten())
         .any(|t| t["name"] == "context_recall");
-    let last = request.body["messages"].as_array().unwrap().last().unwrap().clone();
+    let last = request.body["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
     let result = &last["content"][0];
     let (content, stop) = if result["type"] == "tool_result" && result["tool_use_id"] == "r1" {
         let found = result["content"].as_str().unwrap_or("");
-        let line = found.lines().find(|l| l.contains("E0425")).unwrap_or("nothing");
+        let line = found
+            .lines()
+            .find(|l| l.contains("E0425"))
+            .unwrap_or("nothing");
         (json!([{"type": "text", "text": line}]), "end_turn")
     } else if offered {
         let call = json!({"type": "tool_use", "id": "r1", "name": "context_recall",
             "input": {"query": "swordfish_budget"}});
-        (json!([{"type": "text", "text": "Looking."}, call]), "tool_use")
+        (
+            json!([{"type": "text", "text": "Looking."}, call]),
+            "tool_use",
+        )
     } else {
         (json!([{"type": "text", "text": "no tool"}]), "end_turn")
     };
-    axum::Json(json!({"id": "m", "type": "message", "role": "assistant", "model": "claude-sonnet-4",
-        "content": content, "stop_reason": stop, "usage": usage}))
+    axum::Json(
+        json!({"id": "m", "type": "message", "role": "assistant", "model": "claude-sonnet-4",
+        "content": content, "stop_reason": stop, "usage": usage}),
+    )
     .into_response()
 }
 
@@ -76,7 +91,11 @@ async fn messages_a_recall_round_is_invisible_to_the_client() {
         {"role": "user", "content": "why did it fail?"}],
         "tools": [{"name": "bash", "input_schema": {"type": "object"}}]});
     let answer = send(format!("{proxy}/v1/messages"), &body).await;
-    assert_eq!(answer["content"], json!([{"type": "text", "text": SECRET_LINE}]), "{answer}");
+    assert_eq!(
+        answer["content"],
+        json!([{"type": "text", "text": SECRET_LINE}]),
+        "{answer}"
+    );
     assert_eq!(answer["stop_reason"], "end_turn");
     assert_eq!(answer["usage"]["input_tokens"], 200);
     let seen = upstream.requests();
@@ -89,10 +108,18 @@ fn responses_model(_: usize, request: &Recorded) -> Response {
     let usage = json!({"input_tokens": 100, "output_tokens": 10, "total_tokens": 110});
     let offered = (request.body["tools"].as_array().into_iter().flatten())
         .any(|t| t["name"] == "context_recall");
-    let last = request.body["input"].as_array().unwrap().last().unwrap().clone();
+    let last = request.body["input"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
     let output = if last["type"] == "function_call_output" && last["call_id"] == "c1" {
         let found = last["output"].as_str().unwrap_or("");
-        let line = found.lines().find(|l| l.contains("E0425")).unwrap_or("nothing");
+        let line = found
+            .lines()
+            .find(|l| l.contains("E0425"))
+            .unwrap_or("nothing");
         json!([{"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": line}]}])
     } else if offered {
         json!([{"type": "function_call", "id": "fc1", "call_id": "c1", "name": "context_recall",
@@ -100,8 +127,10 @@ fn responses_model(_: usize, request: &Recorded) -> Response {
     } else {
         json!([{"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "no tool"}]}])
     };
-    axum::Json(json!({"id": "resp", "object": "response", "status": "completed", "output": output,
-        "usage": usage}))
+    axum::Json(
+        json!({"id": "resp", "object": "response", "status": "completed", "output": output,
+        "usage": usage}),
+    )
     .into_response()
 }
 
