@@ -51,12 +51,17 @@ pub use secret::AdminToken;
 pub const DEFAULT_MAX_REQUEST_BYTES: usize = 32 * 1024 * 1024;
 /// Default time to wait for the upstream (headers, and between body chunks).
 pub const DEFAULT_UPSTREAM_TIMEOUT: Duration = Duration::from_secs(600);
-/// Default time a client has to send its request head.
-pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
+/// Default time a client has to send its request head: an agent sends it at once, and a
+/// head that takes longer holds a connection slot.
+pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// Default time a client has to send its request body.
 pub const DEFAULT_BODY_READ_TIMEOUT: Duration = Duration::from_secs(120);
 /// Default limit on open client connections.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
+/// Default limit on the connections one client address holds without a complete request
+/// head: a quarter of the connection limit, far above what a fleet of agents on one host
+/// has in that state at once (a head follows its connection within milliseconds).
+pub const DEFAULT_MAX_UNFINISHED_HEADS_PER_PEER: usize = 256;
 /// Default time to live of stored state: 7 days.
 pub const DEFAULT_STATE_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
 /// Default cap on stored state: 256 MiB.
@@ -145,12 +150,20 @@ context_cascade::settings_group! {
     pub struct LimitSettings {
         /// Largest request body accepted; larger ones get 413.
         pub max_request_bytes: usize = DEFAULT_MAX_REQUEST_BYTES,
-        /// Open client connections at most; further ones wait until one closes.
+        /// Open client connections at most. Beyond it, a few more are accepted to answer
+        /// `/healthz` (and 503 with `retry-after` to anything else); further ones wait
+        /// until one closes.
         pub max_connections: usize = DEFAULT_MAX_CONNECTIONS,
+        /// Connections one client address (an IPv6 /64) may hold open without having sent
+        /// a complete request head; a newer one closes its oldest. Connections that have
+        /// sent a request are not counted, so any number of agents on one host are served.
+        pub max_unfinished_heads_per_peer: usize = DEFAULT_MAX_UNFINISHED_HEADS_PER_PEER,
         /// Seconds allowed for the upstream to answer (and between two streamed chunks).
         #[serde(rename = "upstream_timeout_secs", with = "seconds")]
         pub upstream_timeout: Duration = DEFAULT_UPSTREAM_TIMEOUT,
-        /// Seconds a client has to send its request head; a slower one is disconnected.
+        /// Seconds a client has to send its request head (the first from connecting, a
+        /// later one on a kept-alive connection from the answer before it); a slower one is
+        /// disconnected.
         #[serde(rename = "header_read_timeout_secs", with = "seconds")]
         pub header_read_timeout: Duration = DEFAULT_HEADER_READ_TIMEOUT,
         /// Seconds a client has to send its request body; a slower one gets 408.
@@ -310,6 +323,12 @@ impl ProxyConfig {
         }
         if self.limits.max_connections == 0 {
             return bad("limits.max_connections", &0, "at least 1");
+        }
+        if self.limits.max_unfinished_heads_per_peer == 0 {
+            return bad("limits.max_unfinished_heads_per_peer", &0, "at least 1");
+        }
+        if self.limits.header_read_timeout.is_zero() {
+            return bad("limits.header_read_timeout_secs", &0, "at least 1 second");
         }
         if let Some(url) = &self.state.url
             && !is_redis_url(url)

@@ -33,7 +33,8 @@ use self::app::AppState;
 use self::inbound::Inbound;
 use crate::config::ProxyConfig;
 use crate::error::ProxyError;
-use crate::ops::limits::{deadline_body, serve_connections};
+use crate::ops::accept::serve_connections;
+use crate::ops::limits::deadline_body;
 use crate::state::writes::FLUSH_BOUND;
 
 /// The proxy's routes over `state`.
@@ -91,7 +92,8 @@ pub async fn serve_state(
         tracing::info!(%address, %upstream, "context-cascade proxy listening");
     }
     let limits = state.limits;
-    serve_connections(listener, router(state.clone()), limits, shutdown).await?;
+    let metrics = state.metrics.clone();
+    serve_connections(listener, router(state.clone()), limits, metrics, shutdown).await?;
     if !state.flush(FLUSH_BOUND).await {
         tracing::warn!("stopped with state writes still pending after {FLUSH_BOUND:?}");
     }
