@@ -1,6 +1,6 @@
 //! The routes: the three cascade routes (chat, messages, responses), each a request through
-//! the [`pipeline`]'s stages; metrics, health and the status page; the pass-through for
-//! everything else.
+//! the [`pipeline`]'s stages; metrics and the status page (loopback or the admin token),
+//! health (anyone); the pass-through for everything else.
 
 pub(crate) mod admission;
 pub(crate) mod answer;
@@ -110,7 +110,12 @@ async fn health(State(state): State<Arc<AppState>>) -> String {
     }
 }
 
-async fn metrics(State(state): State<Arc<AppState>>) -> Response {
+/// `GET /metrics`: the counters, behind the status page's guard (they tell who uses the
+/// proxy how much, and which models).
+async fn metrics(State(state): State<Arc<AppState>>, request: Request) -> Response {
+    if let Err(refusal) = state.status.authorize(&request) {
+        return refusal;
+    }
     // Only the model names admitted as labels (a client-chosen name is not a series).
     let mut text = state.metrics.render(&state.admitted_calibration());
     text.push_str(&state.windows.render_learned());
