@@ -85,7 +85,16 @@ impl WindowArgs {
             (None, Some(w), ..) => (w, "config: window.force".to_owned()),
             (None, None, Some(w), _) => (w, "config: window.models".to_owned()),
             (None, None, None, Some(l)) => match (&l.matched, &l.entry_id) {
-                (MatchKind::Default, _) | (_, None) => (l.context_window, "default".to_owned()),
+                (MatchKind::Default, _) | (_, None) => {
+                    // The catalog logs nothing itself: the window is a guess only here.
+                    let model = context_cascade::logged::clipped(model.as_deref().unwrap_or(""));
+                    tracing::warn!(
+                        model = ?model,
+                        "unknown model: assuming {} tokens of context",
+                        l.context_window
+                    );
+                    (l.context_window, "default".to_owned())
+                }
                 (kind, Some(id)) => {
                     let kind = if *kind == MatchKind::Exact {
                         "exact"
@@ -122,7 +131,7 @@ impl WindowArgs {
         }
         // The engine keys its estimates on the body's model id and looks it up in its own
         // catalog: tell it what was resolved here, so `--model` decides the token scale too
-        // and an unknown model is warned about once.
+        // and an unknown model is warned about once (above).
         let alias = conversation.model().map(|body| ModelEntry {
             id: body.to_owned(),
             context_window: window,

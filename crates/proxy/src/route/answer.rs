@@ -9,6 +9,7 @@ use axum::body::Body;
 use axum::http::HeaderValue;
 use axum::response::Response;
 use cascade_llm::Provider;
+use context_cascade::logged::clipped;
 use context_cascade::{Format, LlmError, Report};
 
 use crate::error::{ErrorKind, error_response};
@@ -131,12 +132,12 @@ pub(crate) fn upstream_failure(format: Format, error: &LlmError) -> Response {
             body,
         } => passthrough_error(*status, headers, body.clone()),
         LlmError::Transport(detail) => {
-            tracing::warn!(%detail, "upstream unreachable");
+            tracing::warn!(detail = %clipped(detail), "upstream unreachable");
             let message = format!("context-cascade: could not reach the upstream: {detail}");
             error_response(format, ErrorKind::Unreachable, &message)
         }
         LlmError::Local(detail) => {
-            tracing::warn!(%detail, "could not send the request upstream");
+            tracing::warn!(detail = %clipped(detail), "could not send the request upstream");
             let message = format!("context-cascade: could not send the request: {detail}");
             error_response(format, ErrorKind::Internal, &message)
         }

@@ -6,6 +6,7 @@ use axum::http::HeaderMap;
 use axum::response::Response;
 use bytes::Bytes;
 use context_cascade::format::parse_value;
+use context_cascade::logged::clipped;
 use context_cascade::{Budget, ContextManager, Conversation, Format, LlmError};
 use serde_json::Value;
 
@@ -166,13 +167,16 @@ impl Preparation<'_> {
                 manager.observe_sent(model, prior, estimate, tokens);
                 self.metrics.llama_cpp_count();
                 tracing::info!(
-                    model,
+                    model = ?clipped(model),
                     tokens,
                     estimate,
                     "first request counted by llama.cpp"
                 );
             }
-            None => tracing::debug!(model, "llama.cpp did not count the first request"),
+            None => {
+                let model = clipped(model);
+                tracing::debug!(?model, "llama.cpp did not count the first request");
+            }
         }
     }
 }
