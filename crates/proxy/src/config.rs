@@ -58,10 +58,11 @@ pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 pub const DEFAULT_BODY_READ_TIMEOUT: Duration = Duration::from_secs(120);
 /// Default limit on open client connections.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
-/// Default limit on the connections one client address holds without a complete request
-/// head: a quarter of the connection limit, far above what a fleet of agents on one host
-/// has in that state at once (a head follows its connection within milliseconds).
-pub const DEFAULT_MAX_UNFINISHED_HEADS_PER_PEER: usize = 256;
+/// The share of `limits.max_connections` one client address may hold without a complete
+/// request head, unless `limits.max_unfinished_heads_per_peer` says otherwise: 256 of the
+/// default 1024, far above what a fleet of agents on one host has in that state at once (a
+/// head follows its connection within milliseconds), and leaving three quarters to others.
+pub const DEFAULT_UNFINISHED_HEADS_SHARE: usize = 4;
 /// Default time to live of stored state: 7 days.
 pub const DEFAULT_STATE_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
 /// Default cap on stored state: 256 MiB.
@@ -157,7 +158,8 @@ context_cascade::settings_group! {
         /// Connections one client address (an IPv6 /64) may hold open without having sent
         /// a complete request head; a newer one closes its oldest. Connections that have
         /// sent a request are not counted, so any number of agents on one host are served.
-        pub max_unfinished_heads_per_peer: usize = DEFAULT_MAX_UNFINISHED_HEADS_PER_PEER,
+        /// Default: a quarter of `max_connections` (256).
+        pub max_unfinished_heads_per_peer: Option<usize> = None,
         /// Seconds allowed for the upstream to answer (and between two streamed chunks).
         #[serde(rename = "upstream_timeout_secs", with = "seconds")]
         pub upstream_timeout: Duration = DEFAULT_UPSTREAM_TIMEOUT,
@@ -324,7 +326,7 @@ impl ProxyConfig {
         if self.limits.max_connections == 0 {
             return bad("limits.max_connections", &0, "at least 1");
         }
-        if self.limits.max_unfinished_heads_per_peer == 0 {
+        if self.limits.max_unfinished_heads_per_peer == Some(0) {
             return bad("limits.max_unfinished_heads_per_peer", &0, "at least 1");
         }
         if self.limits.header_read_timeout.is_zero() {
@@ -363,6 +365,14 @@ impl ProxyConfig {
             return Err(bad("the URL has no host"));
         }
         Ok(())
+    }
+
+    /// Connections one client address may hold without a complete request head:
+    /// `limits.max_unfinished_heads_per_peer`, else a quarter of `limits.max_connections`
+    /// (at least 1).
+    pub fn max_unfinished_heads_per_peer(&self) -> usize {
+        let share = self.limits.max_connections / DEFAULT_UNFINISHED_HEADS_SHARE;
+        (self.limits.max_unfinished_heads_per_peer).unwrap_or(share.max(1))
     }
 
     /// The upstream base URL without a trailing slash.

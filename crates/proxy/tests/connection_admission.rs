@@ -100,12 +100,9 @@ async fn closed(held: &mut [TcpStream]) -> usize {
 
 #[tokio::test]
 async fn half_open_heads_from_one_client_leave_the_proxy_answering_everyone() {
-    // More heads than the connection limit, from the same address as the checks below.
-    let proxy = proxy(|c| {
-        c.limits.max_connections = 48;
-        c.limits.max_unfinished_heads_per_peer = 16;
-    })
-    .await;
+    // More heads than the connection limit, from the same address as the checks below;
+    // the cap is left at its default, a quarter of the limit: 12.
+    let proxy = proxy(|c| c.limits.max_connections = 48).await;
     let mut held = half_open_heads([127, 0, 0, 1], proxy, 80).await;
     for from in [[127, 0, 0, 1], [127, 0, 0, 2]] {
         let health = status_line(from, proxy, &healthz()).await;
@@ -115,12 +112,11 @@ async fn half_open_heads_from_one_client_leave_the_proxy_answering_everyone() {
     }
     // The client kept at most its cap; the rest were closed, oldest first.
     let evicted = closed(&mut held).await;
+    // 68 by the heads themselves, 2 by the checks from the same address (a close still
+    // on its way may be missed by the look).
     assert!((64..=70).contains(&evicted), "{evicted} of 80 closed");
-    assert_eq!(
-        closed(&mut held[70..]).await,
-        0,
-        "the newest heads are still read"
-    );
+    let newest = closed(&mut held[72..]).await;
+    assert_eq!(newest, 0, "the newest heads are still read");
 }
 
 #[tokio::test]
@@ -196,7 +192,7 @@ async fn at_the_connection_limit_healthz_answers_and_requests_get_503() {
 #[tokio::test]
 async fn connections_that_sent_a_request_are_never_counted_against_their_client() {
     // A cap of 2 unfinished heads, and eight agents on the same host each mid-request.
-    let proxy = proxy(|c| c.limits.max_unfinished_heads_per_peer = 2).await;
+    let proxy = proxy(|c| c.limits.max_unfinished_heads_per_peer = Some(2)).await;
     let body = json!({"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]});
     let body = body.to_string();
     let head = format!(

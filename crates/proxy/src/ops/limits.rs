@@ -31,7 +31,7 @@ impl Limits {
             header_read_timeout: config.limits.header_read_timeout,
             body_read_timeout: config.limits.body_read_timeout,
             max_connections: config.limits.max_connections,
-            max_unfinished_heads_per_peer: config.limits.max_unfinished_heads_per_peer,
+            max_unfinished_heads_per_peer: config.max_unfinished_heads_per_peer(),
         }
     }
 }
