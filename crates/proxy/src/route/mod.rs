@@ -114,7 +114,7 @@ async fn health(State(state): State<Arc<AppState>>) -> String {
 /// proxy how much, and which models).
 async fn metrics(State(state): State<Arc<AppState>>, request: Request) -> Response {
     if let Err(refusal) = state.status.authorize(&request) {
-        return refusal;
+        return refusal.response();
     }
     // Only the model names admitted as labels (a client-chosen name is not a series).
     let mut text = state.metrics.render(&state.admitted_calibration());

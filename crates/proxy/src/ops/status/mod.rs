@@ -48,13 +48,13 @@ impl Status {
     /// Whether `request` may see what the operator sees (this page, and `/metrics`): from
     /// loopback without an admin token; with one, from anywhere presenting it. `Ok`
     /// carries what the page's links must repeat (the token, when it came in the address);
-    /// `Err` is the refusal to send.
-    pub(crate) fn authorize(&self, request: &Request) -> Result<Option<String>, Response> {
+    /// `Err` is why not ([`Refusal::response`] is the answer to send).
+    pub(crate) fn authorize(&self, request: &Request) -> Result<Option<String>, Refusal> {
         let peer = (request.extensions())
             .get::<ConnectInfo<SocketAddr>>()
             .map(|c| c.0);
         let query = request.uri().query().unwrap_or("");
-        authorize(self.token.as_ref(), peer, request.headers(), query).map_err(Refusal::response)
+        authorize(self.token.as_ref(), peer, request.headers(), query)
     }
 
     /// `GET /`: the page for `request`, showing the summary cache's counters from `metrics`
@@ -67,7 +67,7 @@ impl Status {
     ) -> Response {
         let link_query = match self.authorize(request) {
             Ok(link_query) => link_query,
-            Err(refusal) => return refusal,
+            Err(refusal) => return refusal.response(),
         };
         let query = request.uri().query().unwrap_or("");
         let selected = query_value(query, "c").filter(|id| {
@@ -111,9 +111,9 @@ fn with_page_headers(mut response: Response) -> Response {
     response
 }
 
-/// Why the page is refused.
+/// Why the page (or `/metrics`) is refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Refusal {
+pub(crate) enum Refusal {
     /// No token is set and the client is not on loopback.
     NotLoopback,
     /// A token is set and the request does not carry it.
@@ -121,7 +121,8 @@ enum Refusal {
 }
 
 impl Refusal {
-    fn response(self) -> Response {
+    /// The answer: 403 (loopback only), or 401 asking for the token.
+    pub(crate) fn response(self) -> Response {
         match self {
             Refusal::NotLoopback => {
                 let message = "context-cascade: the status page and /metrics are served to \
