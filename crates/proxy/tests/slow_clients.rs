@@ -78,7 +78,13 @@ async fn a_trickling_body_is_cut_at_the_body_timeout() {
 
 #[tokio::test]
 async fn connections_beyond_the_limit_are_told_to_retry_until_a_slot_frees() {
-    let proxy = proxy(|c| c.limits.max_connections = 2).await;
+    let proxy = proxy(|c| {
+        c.limits.max_connections = 2;
+        // Both held connections are this client's unfinished heads: a quarter of 2 would
+        // let the request close them (connection_admission.rs tests that).
+        c.limits.max_unfinished_heads_per_peer = Some(8);
+    })
+    .await;
     let address = proxy.trim_start_matches("http://").to_owned();
     let held = vec![
         TcpStream::connect(&address).await.unwrap(),
