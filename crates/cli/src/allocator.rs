@@ -25,8 +25,16 @@ const ARENA_MAX: libc::c_int = 2;
 pub(crate) fn tune() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     for (variable, option, value) in [
-        ("MALLOC_MMAP_THRESHOLD_", libc::M_MMAP_THRESHOLD, MMAP_THRESHOLD),
-        ("MALLOC_TRIM_THRESHOLD_", libc::M_TRIM_THRESHOLD, TRIM_THRESHOLD),
+        (
+            "MALLOC_MMAP_THRESHOLD_",
+            libc::M_MMAP_THRESHOLD,
+            MMAP_THRESHOLD,
+        ),
+        (
+            "MALLOC_TRIM_THRESHOLD_",
+            libc::M_TRIM_THRESHOLD,
+            TRIM_THRESHOLD,
+        ),
         ("MALLOC_ARENA_MAX", libc::M_ARENA_MAX, ARENA_MAX),
     ] {
         if std::env::var_os(variable).is_none() {

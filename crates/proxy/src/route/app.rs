@@ -123,11 +123,10 @@ impl AppState {
             limits,
             tenancy: base.tenancy,
             manager,
-            sticky: (config.requests.sticky_prefix)
-                .then(|| {
-                    let sticky = Sticky::new(store.clone(), writes.clone());
-                    Arc::new(sticky.with_turns(heavy.semaphore()))
-                }),
+            sticky: (config.requests.sticky_prefix).then(|| {
+                let sticky = Sticky::new(store.clone(), writes.clone());
+                Arc::new(sticky.with_turns(heavy.semaphore()))
+            }),
             store,
             windows: base.windows,
             labels,

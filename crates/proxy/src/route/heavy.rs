@@ -91,7 +91,10 @@ mod tests {
         let first = heavy.turn().await;
         assert_eq!(heavy.free(), 0);
         let waiting = tokio::time::timeout(std::time::Duration::from_millis(20), heavy.turn());
-        assert!(waiting.await.is_err(), "no second turn while the first is held");
+        assert!(
+            waiting.await.is_err(),
+            "no second turn while the first is held"
+        );
         first.end();
         first.end();
         assert_eq!(heavy.free(), 1);
