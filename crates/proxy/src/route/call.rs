@@ -8,6 +8,7 @@ use context_cascade::{CallError, ContextManager};
 
 use crate::ops::metrics::CallOutcome;
 use crate::route::answer::Answer;
+use crate::route::heavy::Turn;
 use crate::route::inbound::Inbound;
 use crate::route::outcome::{Cascaded, Outcome, Sent};
 use crate::route::preparation::Prepared;
@@ -33,6 +34,7 @@ impl Calling<'_> {
         &self,
         inbound: &'r Inbound,
         prepared: Prepared<'r>,
+        turn: &Turn,
     ) -> (Outcome<'r>, Answer) {
         let format = inbound.format;
         let Prepared {
@@ -49,6 +51,7 @@ impl Calling<'_> {
         } = prepared;
         let original = untouched.then(|| (inbound.bytes.clone(), conversation.clone()));
         let call = (self.upstream).call(format, inbound.path(), headers, stream, original);
+        let call = call.ending(Some(turn));
         let call = Watched::new(call, format).answered_already(overflowed);
         shared::before_call(self.store, self.manager).await;
         // The summary cache below the engine, bound to the request's tenant.

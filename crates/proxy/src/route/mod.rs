@@ -9,6 +9,7 @@ pub(crate) mod body;
 pub(crate) mod call;
 pub(crate) mod cut;
 pub(crate) mod fastpath;
+pub(crate) mod heavy;
 pub(crate) mod inbound;
 pub(crate) mod observers;
 pub(crate) mod outcome;

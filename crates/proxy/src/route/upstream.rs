@@ -19,6 +19,8 @@ use context_cascade::{Conversation, Format};
 
 use cascade_llm::{Provider, header_pairs, transport_error, usage_from_body};
 
+use crate::route::heavy::Turn;
+
 /// Headers that describe one connection, not the request (RFC 9110 §7.6.1), plus the ones
 /// the HTTP client sets itself.
 const CONNECTION_HEADERS: &[&str] = &[
@@ -109,12 +111,13 @@ impl Upstream {
     ) -> UpstreamCall<'_> {
         UpstreamCall {
             provider: Provider::for_format(format),
-            original,
+            original: std::sync::Mutex::new(original),
             client: &self.client,
             url: self.url(path),
             headers,
             stream,
             timeout: self.timeout,
+            turn: None,
         }
     }
 
@@ -167,19 +170,31 @@ pub(crate) struct UpstreamCall<'a> {
     pub stream: bool,
     /// Time allowed for the headers, and for a complete body.
     pub timeout: Duration,
-    /// The client's body and the conversation it parsed into: while the conversation the
-    /// engine sends is still equal to it, the client's bytes go upstream as they came.
-    pub original: Option<(Bytes, Conversation)>,
+    /// The client's body and the conversation it parsed into: when the conversation the
+    /// engine first sends is still equal to it, the client's bytes go upstream as they
+    /// came. Taken by the first call, so that the copy is not held while the upstream
+    /// answers (a later call follows an overflow: the engine changed the conversation).
+    pub original: std::sync::Mutex<Option<(Bytes, Conversation)>>,
+    /// The request's turn at the heavy stages, ended once the body is written: the wait
+    /// for the upstream needs none.
+    pub turn: Option<&'a Turn>,
 }
 
-impl UpstreamCall<'_> {
+impl<'a> UpstreamCall<'a> {
+    /// The call, giving `turn` back once its first body is written.
+    pub(crate) fn ending(mut self, turn: Option<&'a Turn>) -> Self {
+        self.turn = turn;
+        self
+    }
+
     /// The request body for `conversation`: the client's own bytes when nothing changed,
     /// else the conversation written out with `_pin` stripped.
     fn body(&self, conversation: &Conversation) -> Result<Bytes, LlmError> {
-        if let Some((bytes, parsed)) = &self.original
-            && parsed == conversation
+        let original = (self.original.lock().unwrap_or_else(|p| p.into_inner())).take();
+        if let Some((bytes, parsed)) = original
+            && parsed == *conversation
         {
-            return Ok(bytes.clone());
+            return Ok(bytes);
         }
         let options = WriteOptions {
             strip_pins: true,
@@ -194,7 +209,11 @@ impl UpstreamCall<'_> {
         &self,
         conversation: &Conversation,
     ) -> Result<Completion<UpstreamOutput>, LlmError> {
-        let body = self.body(conversation)?;
+        let body = self.body(conversation);
+        if let Some(turn) = self.turn {
+            turn.end();
+        }
+        let body = body?;
         let mut request = self.client.post(&self.url).headers(self.headers.clone());
         if !self.headers.contains_key(CONTENT_TYPE) {
             // The body is JSON whatever the client said (or did not say).
