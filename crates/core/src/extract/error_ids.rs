@@ -123,6 +123,17 @@ pub(crate) enum Output {
 /// the result is marked as an error; when no identifier is found in a non-shell result,
 /// its first error line stands for one (a shell's failure is its command's outcome).
 pub(crate) fn error_ids(text: &str, output: Output, flagged: bool) -> Vec<String> {
+    // A result ① cut: its head, then the identifiers of the cut part listed after the
+    // marker (`errors: A; B`), which no pattern would find on that line.
+    if let Some((head, note)) = super::cut_note::split(text) {
+        let mut ids = error_ids(head, output, flagged);
+        for id in note.errors {
+            if !ids.contains(&id) {
+                ids.push(id);
+            }
+        }
+        return ids;
+    }
     if output == Output::Content && !flagged {
         return error_lines::failure_head(text)
             .map(|line| vec![cut(&line, MESSAGE_CHARS)])
