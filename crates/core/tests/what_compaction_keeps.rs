@@ -25,7 +25,7 @@ use context_cascade::tool_names::{self, CallActivity};
 use context_cascade::{
     Block, Budget, CascadeConfig, ContextManager, Conversation, Message, Report, Role, format,
 };
-use keeps::{Kept, Planted, share};
+use keeps::{Kept, share};
 use serde_json::Value;
 
 fn parse(body: &Value) -> Conversation {
@@ -317,4 +317,57 @@ fn the_planted_messages_are_measured() {
         .unwrap();
     without.messages.remove(at);
     assert_eq!(keeps::kept_planted(&marks, &without), (2, 3));
+}
+
+/// Issue 24's SWE-agent case: two pinned messages and the recent tail fill ③'s target
+/// (0.6·E), yet the output is far under E. The trail takes its room from the window (up to
+/// ②'s trigger, 0.75·E), so it lists every file instead of `Left out for space: +N more
+/// files` alone.
+#[test]
+fn pins_that_fill_the_target_do_not_squeeze_the_trail() {
+    let mut messages = vec![
+        serde_json::json!({"role": "system", "content": "You are a programmer."}),
+        serde_json::json!({"role": "user", "content": "Fix the precision bug in the fields."}),
+    ];
+    let note = "the field rounds half to even; keep it. ".repeat(96);
+    for i in 0..14 {
+        let id = format!("call_{i}");
+        let path = format!("/repo/src/marshmallow_{i}/schema_{i}/fields_part_{i}.py");
+        messages.push(
+            serde_json::json!({"role": "assistant", "content": null, "tool_calls": [
+            {"id": id, "type": "function", "function": {"name": "annotate",
+             "arguments": serde_json::json!({"path": path}).to_string()}}]}),
+        );
+        messages.push(serde_json::json!({"role": "tool", "tool_call_id": id,
+            "content": format!("annotated {path}\n{}", "x = 1\n".repeat(120))}));
+        if i == 4 || i == 9 {
+            messages.push(serde_json::json!({"role": "assistant", "content": note, "_pin": true}));
+        }
+    }
+    let original = parse(&serde_json::json!({"model": "gpt-4o", "messages": messages}));
+    let budget = Budget::new(6_000, 0);
+    let (output, report) = run(Way::Cascade, &original, budget);
+    let text = keeps::output_text(&output);
+    let expected = keeps::expected(&original.messages);
+    let kept = keeps::kept(&expected, &text);
+    let trail = report.trail().expect("③ left a trail");
+    assert_eq!(kept.paths.0, kept.paths.1, "{text}");
+    assert_eq!(trail.left_out, 0, "{trail:?}");
+    assert!(
+        report.tokens_after <= budget.share(0.75),
+        "{}",
+        report.summary_line()
+    );
+    // What ③ kept besides its trail is within its target: the trail used room above it.
+    assert!(
+        report.tokens_after - trail.tokens <= budget.share(0.6),
+        "{} {trail:?}",
+        report.tokens_after
+    );
+    assert!(
+        report.tokens_after > budget.share(0.6),
+        "{} → {} with a trail of {trail:?}",
+        report.summary_line(),
+        report.tokens_after
+    );
 }

@@ -18,7 +18,7 @@ impl Rendered {
         TrailStats {
             requests: self.requests.len(),
             errors: self.errors.len(),
-            files: self.files.len(),
+            files: self.files_shown,
             commands: self.commands.len(),
             left_out: self.left_out.requests
                 + self.left_out.errors
