@@ -198,11 +198,9 @@ fn what_compaction_keeps_on_every_fixture() {
 
 /// `cc 258c7280-main` for `claude-code__spotter__258c7280-main`.
 fn short(name: &str) -> String {
-    let name = name
-        .replace("claude-code__spotter__", "cc ")
+    name.replace("claude-code__spotter__", "cc ")
         .replace("openhands__llama-4-maverick__", "oh ")
-        .replace("swe-agent-demo__", "swe ");
-    name
+        .replace("swe-agent-demo__", "swe ")
 }
 
 /// Why the paths an output misses are missing, per fixture at 1/10 and 1/20 (whole
