@@ -5,12 +5,16 @@
 //! budget, else at the budget — never inside a UTF-8 character or a grapheme — and
 //! [`TRUNCATED`] is appended. Results with several parts keep their structure: the text
 //! part that crosses the budget is cut, later text parts are dropped, other parts stay.
-//! Pinned results are never cut.
+//! Pinned results are never cut. ① leaves a trail too: after the marker, on lines of their
+//! own, the error identifiers of the part it cut and the output's last line when it states
+//! an outcome (`extract::CutNote`), within a tenth of the budget, so that a truncated test
+//! run still says which test failed and how it ended.
 
 use unicode_segmentation::GraphemeCursor;
 
 use crate::conversation::{Block, Conversation};
 use crate::estimate::{ClassCounts, Estimator};
+use crate::extract::CutNote;
 use crate::markers::{COMPACTED, TRUNCATED};
 use crate::report::{Step, Strategy};
 use crate::step::{Changes, Measure, Stamp, StepContext};
@@ -92,14 +96,14 @@ fn truncate_over(
                 cut += 1;
                 continue;
             }
-            if cut_blocks(
+            if let Some(written) = cut_blocks(
                 &mut result.content,
                 limit,
                 &estimator,
                 cx.config.layer1.newline_cut_ratio,
             ) {
                 cut += 1;
-                added += TRUNCATED.chars().count() as u64;
+                added += written;
             }
         }
     }
@@ -117,14 +121,20 @@ fn truncate_over(
     ))
 }
 
-/// Cuts the text parts of a result's content to `limit` tokens in all. Returns whether
-/// anything was cut.
+/// At most this share of a cut result's budget goes to the note on what was cut...
+const NOTE_SHARE: u64 = 10;
+/// ... and at most this many tokens.
+const NOTE_TOKENS: u64 = 150;
+
+/// Cuts the text parts of a result's content to `limit` tokens in all, the note on what
+/// was cut (its errors, its stated outcome: `extract::CutNote`) after the marker. Returns
+/// the characters written (marker and note) when anything was cut.
 fn cut_blocks(
     content: &mut Vec<Block>,
     limit: u64,
     estimator: &Estimator,
     newline_ratio: f64,
-) -> bool {
+) -> Option<u64> {
     let fixed: u64 = content
         .iter()
         .filter(|b| !matches!(b, Block::Text(_)))
@@ -132,32 +142,76 @@ fn cut_blocks(
         .sum();
     let marker = estimator.text_tokens(TRUNCATED);
     // One token of slack for the rounding up of each estimate.
-    let mut budget = limit.saturating_sub(fixed + marker + 2) as f64;
-    let mut done = false;
-    let mut cut_any = false;
-    content.retain_mut(|block| {
-        let Block::Text(text) = block else {
+    let budget = limit.saturating_sub(fixed + marker + 2);
+    let reserve = (budget / NOTE_SHARE).min(NOTE_TOKENS);
+    // The note is on what goes: where the cut falls with room kept for it.
+    let (block, at) = find_cut(content, (budget - reserve) as f64, estimator, newline_ratio)?;
+    let note = note_on(content, (block, at), reserve, estimator);
+    // Nothing to say: the room kept for the note goes to the head.
+    let (block, at) = match note.is_empty() {
+        true => find_cut(content, budget as f64, estimator, newline_ratio).unwrap_or((block, at)),
+        false => (block, at),
+    };
+    let mut index = 0;
+    content.retain_mut(|b| {
+        let Block::Text(text) = b else {
             return true;
         };
-        if done {
-            cut_any = true;
-            return false;
-        }
-        match cut_point(&text.text, budget, estimator, newline_ratio) {
-            None => {
-                budget -= estimator.text_tokens(&text.text) as f64;
-                true
-            }
-            Some(at) => {
+        index += 1;
+        match (index - 1).cmp(&block) {
+            std::cmp::Ordering::Less => true,
+            std::cmp::Ordering::Greater => false,
+            std::cmp::Ordering::Equal => {
                 text.text.truncate(at);
                 text.text.push_str(TRUNCATED);
-                done = true;
-                cut_any = true;
+                text.text.push_str(&note);
                 true
             }
         }
     });
-    cut_any
+    Some((TRUNCATED.chars().count() + note.chars().count()) as u64)
+}
+
+/// The text part (counted among text parts) and the byte where the text parts of `content`
+/// must be cut to cost at most `budget` tokens; `None` when they fit.
+fn find_cut(
+    content: &[Block],
+    mut budget: f64,
+    estimator: &Estimator,
+    newline_ratio: f64,
+) -> Option<(usize, usize)> {
+    for (i, text) in content.iter().filter_map(Block::as_text).enumerate() {
+        match cut_point(text, budget, estimator, newline_ratio) {
+            None => budget -= estimator.text_tokens(text) as f64,
+            Some(at) => return Some((i, at)),
+        }
+    }
+    None
+}
+
+/// The note on what a cut at (`block`, `at`) takes away, within `room` tokens ("" when
+/// there is nothing to say or no room).
+fn note_on(
+    content: &[Block],
+    (block, at): (usize, usize),
+    room: u64,
+    estimator: &Estimator,
+) -> String {
+    let texts: Vec<&str> = content.iter().filter_map(Block::as_text).collect();
+    let mut cut = texts[block][at..].to_owned();
+    for later in &texts[block + 1..] {
+        cut.push('\n');
+        cut.push_str(later);
+    }
+    let mut chars = 400;
+    while chars >= 50 {
+        let note = CutNote::of(&cut, chars).text();
+        if note.is_empty() || estimator.text_tokens(&note) <= room {
+            return note;
+        }
+        chars /= 2;
+    }
+    String::new()
 }
 
 /// Where to cut `text` so that its head costs at most `budget` tokens: `None` if it fits.
@@ -232,5 +286,37 @@ mod tests {
                 assert_eq!(at % "👨‍👩‍👧‍👦".len(), 0, "cut inside a grapheme at {at}");
             }
         }
+    }
+
+    #[test]
+    fn a_cut_test_run_still_says_which_test_failed_and_how_it_ended() {
+        let e = Estimator::default();
+        let mut output = String::from("Compiling spotter\n");
+        for i in 0..400 {
+            output.push_str(&format!("  line {i} of a long log that goes on and on\n"));
+        }
+        output.push_str("  1) test mount excludes closed annotations (SpotterWeb.ReviewTest)\n");
+        output.push_str("     ** (RuntimeError) no key found\n\nFinished in 2.1 seconds\n");
+        output.push_str("87 tests, 1 failure\n");
+        let mut content = vec![Block::text(output.clone())];
+        let limit = 800;
+        let written = cut_blocks(&mut content, limit, &e, 0.7).unwrap();
+        let text = content[0].as_text().unwrap();
+        assert!(e.tokens_of(&ClassCounts::of_blocks(&content)) <= limit);
+        let (head, note) = text.split_once(TRUNCATED).unwrap();
+        assert!(output.starts_with(head));
+        assert_eq!(
+            note,
+            "\nerrors: failing test: test mount excludes closed annotations (SpotterWeb.ReviewTest); \
+             RuntimeError: no key found\nlast line: 87 tests, 1 failure"
+        );
+        assert_eq!(
+            written as usize,
+            TRUNCATED.chars().count() + note.chars().count()
+        );
+        // Nothing to say about the cut part: the marker alone, as SPEC writes it.
+        let mut plain = vec![Block::text("word ".repeat(2_000))];
+        cut_blocks(&mut plain, limit, &e, 0.7).unwrap();
+        assert!(plain[0].as_text().unwrap().ends_with(TRUNCATED));
     }
 }
