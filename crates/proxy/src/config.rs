@@ -181,6 +181,18 @@ context_cascade::settings_group! {
     }
 }
 
+/// What the client is told the prompt took.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Gauge {
+    /// The usage of what was sent upstream, as the provider reported it.
+    Upstream,
+    /// The size of what the client sent: the upstream's count scaled by the request's own
+    /// estimate before and after the cascade.
+    #[default]
+    Client,
+}
+
 context_cascade::settings_group! {
     /// `[requests]`: what the proxy does to each request besides the cascade.
     pub struct RequestSettings {
@@ -190,6 +202,11 @@ context_cascade::settings_group! {
         /// Send a request the cascade would leave as it is upstream without parsing it into
         /// a conversation (same bytes, same decision).
         pub fast_path: bool = true,
+        /// What an answer's usage tells the client its prompt took: `"client"`, the size of
+        /// what the client sent (the upstream's count scaled by the request's estimate
+        /// before and after the cascade), so that the client's own compaction fires near its
+        /// threshold; or `"upstream"`, the usage of what went upstream, as reported.
+        pub gauge: Gauge = Gauge::default(),
     }
 }
 

@@ -21,6 +21,7 @@ use crate::route::answer::Answering;
 use crate::route::body::BodyLimits;
 use crate::route::call::Calling;
 use crate::route::fastpath::{self, FastPath};
+use crate::route::gauge::Gauge;
 use crate::route::observers::{self, Observed};
 use crate::route::outcome::Observer;
 use crate::route::pipeline::Stages;
@@ -57,6 +58,8 @@ pub struct AppState {
     calibrator: Arc<Calibrator>,
     /// Requests the cascade would leave alone skip it (issue 15).
     fastpath: Arc<FastPath>,
+    /// What answers tell the client its prompt took (`requests.gauge`).
+    gauge: Gauge,
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) responses: ResponsesCounters,
     /// `None` when background summaries are off (or the summarizer is offline).
@@ -126,6 +129,7 @@ impl AppState {
             labels,
             calibrator,
             fastpath: Arc::new(FastPath::new(config.requests.fast_path)),
+            gauge: config.requests.gauge,
             metrics: base.metrics,
             responses: ResponsesCounters::default(),
             background,
@@ -224,6 +228,7 @@ impl AppState {
                 budgeting: budgeting(),
                 metrics,
                 upstream,
+                gauge: self.gauge,
             },
             calling: Calling {
                 manager,

@@ -19,6 +19,8 @@ use context_cascade::{Conversation, Format};
 
 use cascade_llm::{Provider, header_pairs, transport_error, usage_from_body};
 
+use crate::route::history::Held;
+
 /// Headers that describe one connection, not the request (RFC 9110 §7.6.1), plus the ones
 /// the HTTP client sets itself.
 const CONNECTION_HEADERS: &[&str] = &[
@@ -115,6 +117,7 @@ impl Upstream {
             headers,
             stream,
             timeout: self.timeout,
+            held: None,
         }
     }
 
@@ -170,12 +173,22 @@ pub(crate) struct UpstreamCall<'a> {
     /// The client's body and the conversation it parsed into: while the conversation the
     /// engine sends is still equal to it, the client's bytes go upstream as they came.
     pub original: Option<(Bytes, Conversation)>,
+    /// What a provider's compaction supersedes: put back, as it came, in every request.
+    pub held: Option<Held>,
 }
 
 impl UpstreamCall<'_> {
     /// The request body for `conversation`: the client's own bytes when nothing changed,
     /// else the conversation written out with `_pin` stripped.
     fn body(&self, conversation: &Conversation) -> Result<Bytes, LlmError> {
+        let joined;
+        let conversation = match &self.held {
+            Some(held) => {
+                joined = held.join(conversation);
+                &joined
+            }
+            None => conversation,
+        };
         if let Some((bytes, parsed)) = &self.original
             && parsed == conversation
         {
