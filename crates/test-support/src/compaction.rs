@@ -57,27 +57,35 @@ pub fn anthropic_usage(compacted_from: u64, prompt: u64, output: u64) -> Value {
 }
 
 /// The SSE events of an Anthropic answer that begins with a compaction block (one
-/// `compaction_delta`, as documented), then `text`; `usage` as [`anthropic_usage`] gives.
-pub fn anthropic_stream(id: &str, model: &str, block: &Value, text: &str, usage: &Value) -> Vec<String> {
+/// `compaction_delta`, as documented), then the block `then` opens with its one delta
+/// (`(start, delta)`: a text or a tool call) ending with `stop`; `usage` as
+/// [`anthropic_usage`] gives.
+pub fn anthropic_stream(
+    (id, model): (&str, &str),
+    block: &Value,
+    then: (Value, Value),
+    stop: &str,
+    usage: &Value,
+) -> Vec<String> {
     let mut start = shape("/anthropic/threshold_stream/events/0");
     start["content_block"]["content"] = Value::Null;
     let mut delta = shape("/anthropic/threshold_stream/events/1");
     delta["delta"]["content"] = block["content"].clone();
     delta["delta"]["encrypted_content"] = block["encrypted_content"].clone();
-    let stop = shape("/anthropic/threshold_stream/events/2");
+    let block_stop = shape("/anthropic/threshold_stream/events/2");
     let events = [
         ("message_start", json!({"type": "message_start", "message": {"id": id, "type": "message",
             "role": "assistant", "model": model, "content": [], "stop_reason": null, "stop_sequence": null,
             "usage": {"input_tokens": usage["input_tokens"], "output_tokens": 1}}})),
         ("content_block_start", start),
         ("content_block_delta", delta),
-        ("content_block_stop", stop),
+        ("content_block_stop", block_stop),
         ("content_block_start", json!({"type": "content_block_start", "index": 1,
-            "content_block": {"type": "text", "text": ""}})),
+            "content_block": then.0})),
         ("content_block_delta", json!({"type": "content_block_delta", "index": 1,
-            "delta": {"type": "text_delta", "text": text}})),
+            "delta": then.1})),
         ("content_block_stop", json!({"type": "content_block_stop", "index": 1})),
-        ("message_delta", json!({"type": "message_delta", "delta": {"stop_reason": "end_turn",
+        ("message_delta", json!({"type": "message_delta", "delta": {"stop_reason": stop,
             "stop_sequence": null}, "usage": usage})),
         ("message_stop", json!({"type": "message_stop"})),
     ];
