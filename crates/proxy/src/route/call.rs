@@ -100,10 +100,11 @@ impl Calling<'_> {
     ) -> (Report, CallOutcome, Answer) {
         match result {
             Ok(called) => {
-                let estimate = self.manager.estimate(sent);
-                let rescale = client_tokens.and_then(|client| gauge::factor(client, estimate));
+                // Both estimates under the calibration before the answer (which it updates).
+                let after = called.report.tokens_after;
+                let rescale = client_tokens.and_then(|client| gauge::factor(client, after));
                 let output = called.output;
-                let sent = (self.manager.prior(sent), estimate);
+                let sent = (self.manager.prior(sent), self.manager.estimate(sent));
                 let answer = Answer::Upstream {
                     output,
                     sent,
