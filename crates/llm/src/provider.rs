@@ -177,10 +177,11 @@ pub fn provider_compacted(data: &str) -> bool {
     if value.get("content_block").is_some_and(is_compaction) {
         return true;
     }
-    let usage = (value.get("usage"))
-        .or_else(|| value.get("message").and_then(|m| m.get("usage")));
-    (usage.and_then(|u| u.get("iterations")).and_then(Value::as_array))
-        .is_some_and(|iterations| iterations.iter().any(is_compaction))
+    let usage = (value.get("usage")).or_else(|| value.get("message").and_then(|m| m.get("usage")));
+    (usage
+        .and_then(|u| u.get("iterations"))
+        .and_then(Value::as_array))
+    .is_some_and(|iterations| iterations.iter().any(is_compaction))
 }
 
 /// The generated text of a non-streaming response: OpenAI `choices[0].message.content`
@@ -362,7 +363,10 @@ mod tests {
                  "cache_creation_input_tokens": 0, "output_tokens": 20, "model": "m"},
                 {"type": "message", "input_tokens": 500, "cache_read_input_tokens": 0,
                  "cache_creation_input_tokens": 0, "output_tokens": 30, "model": "m"}]}});
-        assert_eq!(usage_from_response(Provider::Anthropic, &tool_loop), Some(400));
+        assert_eq!(
+            usage_from_response(Provider::Anthropic, &tool_loop),
+            Some(400)
+        );
         let compacted = json!({"usage": {"input_tokens": 2000, "output_tokens": 50,
             "iterations": [
                 {"type": "compaction", "input_tokens": 180000, "cache_read_input_tokens": 0,

@@ -287,4 +287,3 @@ mod tests {
         assert_eq!(scanner.prompt_tokens(), None);
     }
 }
-

@@ -122,7 +122,10 @@ fn answer(script: &Script, request: Recorded) -> Response {
             let n = ANSWERS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             let tokens = request.bytes.len() as u64 / 3;
             eprintln!("agent_upstream: responses: /v1/responses/compact at turn {turn}");
-            upstream::json(200, compaction::compact_endpoint_answer(&request.body, n, tokens))
+            upstream::json(
+                200,
+                compaction::compact_endpoint_answer(&request.body, n, tokens),
+            )
         }
         ("POST", "/v1/messages/count_tokens") => {
             upstream::json(200, json!({"input_tokens": request.bytes.len() / 3}))
@@ -168,7 +171,10 @@ fn turn(script: &Script, protocol: Protocol, request: &Recorded) -> Response {
     stats.largest_prompt = stats.largest_prompt.max(tokens);
     if protocol == Protocol::Responses && compaction::asks_for_compaction(body) {
         stats.provider_compactions.push(stats.turns);
-        eprintln!("agent_upstream: responses: compaction_trigger at turn {}", stats.turns);
+        eprintln!(
+            "agent_upstream: responses: compaction_trigger at turn {}",
+            stats.turns
+        );
         let n = ANSWERS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         return compaction::trigger_answer(body, n, tokens);
     }
@@ -178,12 +184,18 @@ fn turn(script: &Script, protocol: Protocol, request: &Recorded) -> Response {
     if tools == 0 {
         if asks_for_summary(body) {
             stats.client_compactions.push(stats.turns);
-            eprintln!("agent_upstream: {label}: the client compacts at turn {}", stats.turns);
+            eprintln!(
+                "agent_upstream: {label}: the client compacts at turn {}",
+                stats.turns
+            );
         }
         return reply(protocol, body, tokens, Reply::Text("ok".into()));
     }
     let items = comparable(protocol, body);
-    let cached = stats.previous.as_ref().map_or(0, |p| common_prefix_tokens(p, &items));
+    let cached = stats
+        .previous
+        .as_ref()
+        .map_or(0, |p| common_prefix_tokens(p, &items));
     stats.cached_tokens += cached.min(tokens);
     stats.uncached_tokens += tokens.saturating_sub(cached);
     if let Some(previous) = &stats.previous {
@@ -244,10 +256,12 @@ fn prompt_tokens(protocol: Protocol, request: &Recorded) -> u64 {
 /// Whether a side request asks the model for a summary of the conversation (Claude Code's
 /// and Codex's own compaction prompts say so in their last user message).
 fn asks_for_summary(body: &Value) -> bool {
-    let last = (body["messages"].as_array().or_else(|| body["input"].as_array()))
-        .and_then(|items| items.last())
-        .map(|m| m.to_string().to_lowercase())
-        .unwrap_or_default();
+    let last = (body["messages"]
+        .as_array()
+        .or_else(|| body["input"].as_array()))
+    .and_then(|items| items.last())
+    .map(|m| m.to_string().to_lowercase())
+    .unwrap_or_default();
     last.contains("summary") || last.contains("summarize") || last.contains("compact")
 }
 

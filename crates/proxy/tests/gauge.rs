@@ -39,12 +39,15 @@ async fn reported(gauge: Gauge, turns: usize, stream: bool) -> (u64, String) {
     let (proxy, _) = common::start_proxy(config).await;
     let mut messages = vec![json!({"role": "user", "content": "Fix the build."})];
     for i in 0..turns {
-        messages.push(json!({"role": "assistant", "content": [{"type": "tool_use", "id": format!("t{i}"),
-            "name": "Bash", "input": {"command": "make"}}]}));
+        messages.push(
+            json!({"role": "assistant", "content": [{"type": "tool_use", "id": format!("t{i}"),
+            "name": "Bash", "input": {"command": "make"}}]}),
+        );
         messages.push(json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": format!("t{i}"),
             "content": common::prose(i, 6_000)}]}));
     }
-    let body = json!({"model": "claude-x", "max_tokens": 1000, "stream": stream, "messages": messages});
+    let body =
+        json!({"model": "claude-x", "max_tokens": 1000, "stream": stream, "messages": messages});
     let response = reqwest::Client::new()
         .post(format!("{proxy}/v1/messages"))
         .header("x-api-key", "k")
@@ -60,7 +63,10 @@ async fn reported(gauge: Gauge, turns: usize, stream: bool) -> (u64, String) {
         .map(|l| l.trim_start_matches("data: ").to_owned())
         .unwrap();
     let value: Value = serde_json::from_str(&usage_line).unwrap();
-    let usage = value.pointer("/usage").or_else(|| value.pointer("/message/usage")).unwrap();
+    let usage = value
+        .pointer("/usage")
+        .or_else(|| value.pointer("/message/usage"))
+        .unwrap();
     (usage["input_tokens"].as_u64().unwrap(), text)
 }
 
@@ -68,7 +74,10 @@ async fn reported(gauge: Gauge, turns: usize, stream: bool) -> (u64, String) {
 async fn the_client_gauge_reports_what_the_client_sent_plain_and_streamed() {
     for stream in [false, true] {
         let (client, _) = reported(Gauge::Client, 12, stream).await;
-        assert!(client > 2 * REPORTED, "scaled up to the client's size: {client}");
+        assert!(
+            client > 2 * REPORTED,
+            "scaled up to the client's size: {client}"
+        );
         let (upstream, _) = reported(Gauge::Upstream, 12, stream).await;
         assert_eq!(upstream, REPORTED, "the provider's own count");
         // Nothing cut: the upstream's count either way.

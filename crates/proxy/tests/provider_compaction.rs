@@ -48,7 +48,9 @@ async fn send(proxy: &str, path: &str, body: &[u8]) -> reqwest::Response {
 
 /// Words enough to put a message far over [`WINDOW`].
 fn long(n: usize) -> String {
-    (0..n).map(|i| format!("line {i} of a long tool output\n")).collect()
+    (0..n)
+        .map(|i| format!("line {i} of a long tool output\n"))
+        .collect()
 }
 
 fn anthropic_history(turns: usize, chars_each: usize) -> Vec<Value> {
@@ -100,8 +102,10 @@ fn codex_trigger_body(stream: bool) -> Value {
     ];
     for i in 0..6 {
         input.push(json!({"type": "reasoning", "id": format!("rs_{i}"), "summary": [], "encrypted_content": "gAAA"}));
-        input.push(json!({"type": "function_call", "id": format!("fc_{i}"), "call_id": format!("call_{i}"),
-            "name": "exec_command", "arguments": "{\"cmd\":\"make\"}"}));
+        input.push(
+            json!({"type": "function_call", "id": format!("fc_{i}"), "call_id": format!("call_{i}"),
+            "name": "exec_command", "arguments": "{\"cmd\":\"make\"}"}),
+        );
         input.push(json!({"type": "function_call_output", "call_id": format!("call_{i}"), "output": long(300)}));
     }
     input.push(shape("/openai/codex_compaction_trigger/last_input_item"));
@@ -125,14 +129,17 @@ async fn codex_compaction_trigger_goes_upstream_byte_for_byte_and_its_item_comes
         assert_eq!(up.requests()[0].bytes, bytes);
         // The answer's bytes are the upstream's: streamed events included.
         let direct = trigger_answer(&codex_trigger_body(stream), 0, 9_000);
-        let direct = axum::body::to_bytes(direct.into_body(), usize::MAX).await.unwrap();
+        let direct = axum::body::to_bytes(direct.into_body(), usize::MAX)
+            .await
+            .unwrap();
         assert_eq!(text.as_bytes(), &direct[..]);
     }
 }
 
 #[tokio::test]
 async fn responses_compact_is_a_forwarded_route() {
-    let (up, proxy, _) = proxy(|i, r| upstream::json(200, compact_endpoint_answer(&r.body, i as u64, 500))).await;
+    let (up, proxy, _) =
+        proxy(|i, r| upstream::json(200, compact_endpoint_answer(&r.body, i as u64, 500))).await;
     let body = codex_trigger_body(false);
     let mut body = body.clone();
     body["input"].as_array_mut().unwrap().pop();
@@ -141,11 +148,22 @@ async fn responses_compact_is_a_forwarded_route() {
     assert_eq!(response.status(), 200);
     let got: Value = response.json().await.unwrap();
     assert_eq!(got["object"], "response.compaction");
-    assert_eq!(got["output"].as_array().unwrap().last().unwrap()["type"], "compaction");
+    assert_eq!(
+        got["output"].as_array().unwrap().last().unwrap()["type"],
+        "compaction"
+    );
     assert_eq!(up.requests()[0].path, "/v1/responses/compact");
     assert_eq!(up.requests()[0].bytes, bytes);
-    let metrics = reqwest::get(format!("{proxy}/metrics")).await.unwrap().text().await.unwrap();
-    assert!(metrics.contains("cascade_provider_compaction_total 1"), "{metrics}");
+    let metrics = reqwest::get(format!("{proxy}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("cascade_provider_compaction_total 1"),
+        "{metrics}"
+    );
 }
 
 /// An Anthropic threshold-compaction conversation: `superseded` tool turns, the assistant
@@ -172,12 +190,18 @@ fn threshold_answer(r: &Recorded) -> Response {
     let block = anthropic_block("Summary of everything.", "enc");
     let usage = anthropic_usage(60_000, 2_000, 20);
     if r.body["stream"] == true {
-        let then = (json!({"type": "text", "text": ""}), json!({"type": "text_delta", "text": "ok"}));
+        let then = (
+            json!({"type": "text", "text": ""}),
+            json!({"type": "text_delta", "text": "ok"}),
+        );
         let events = anthropic_stream(("msg_1", "claude-x"), &block, then, "end_turn", &usage);
         return upstream::sse(events, std::time::Duration::ZERO);
     }
-    upstream::json(200, json!({"id": "msg_1", "type": "message", "role": "assistant", "model": "claude-x",
-        "content": [block, {"type": "text", "text": "ok"}], "stop_reason": "end_turn", "usage": usage}))
+    upstream::json(
+        200,
+        json!({"id": "msg_1", "type": "message", "role": "assistant", "model": "claude-x",
+        "content": [block, {"type": "text", "text": "ok"}], "stop_reason": "end_turn", "usage": usage}),
+    )
 }
 
 #[tokio::test]
@@ -188,11 +212,20 @@ async fn what_a_compaction_block_supersedes_is_neither_counted_nor_touched() {
         let bytes = serde_json::to_vec(&threshold_body(8, 1, stream)).unwrap();
         let response = send(&proxy, "/v1/messages", &bytes).await;
         assert_eq!(response.status(), 200);
-        assert!(response.headers().get("x-context-cascade").is_none(), "nothing to do");
+        assert!(
+            response.headers().get("x-context-cascade").is_none(),
+            "nothing to do"
+        );
         let text = response.text().await.unwrap();
         let direct = threshold_answer(&up.requests()[0]);
-        let direct = axum::body::to_bytes(direct.into_body(), usize::MAX).await.unwrap();
-        assert_eq!(text.as_bytes(), &direct[..], "the answer (compaction_delta too) as it came");
+        let direct = axum::body::to_bytes(direct.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        assert_eq!(
+            text.as_bytes(),
+            &direct[..],
+            "the answer (compaction_delta too) as it came"
+        );
         assert_eq!(up.requests()[0].bytes, bytes, "sent byte for byte");
         // The answer counts the provider's summary, not the request: no calibration.
         assert!(state.manager().calibration().get("claude-x").is_none());
@@ -207,15 +240,28 @@ async fn the_cascade_works_after_the_newest_compaction_and_keeps_it_and_what_pre
         let bytes = serde_json::to_vec(&body).unwrap();
         let response = send(&proxy, "/v1/messages", &bytes).await;
         assert_eq!(response.status(), 200);
-        assert!(response.headers().get("x-context-cascade").is_some(), "the live part was cut");
+        assert!(
+            response.headers().get("x-context-cascade").is_some(),
+            "the live part was cut"
+        );
         let _ = response.bytes().await.unwrap();
         let sent = &up.requests()[0].body;
         let at = 1 + 4 * 2; // the first user message, then the superseded tool turns
-        let (before, after) = (&body["messages"].as_array().unwrap()[..at + 1], sent["messages"].as_array().unwrap());
-        assert_eq!(&after[..at + 1], before, "superseded messages and the block, unchanged");
+        let (before, after) = (
+            &body["messages"].as_array().unwrap()[..at + 1],
+            sent["messages"].as_array().unwrap(),
+        );
+        assert_eq!(
+            &after[..at + 1],
+            before,
+            "superseded messages and the block, unchanged"
+        );
         let size = |v: &[Value]| v.iter().map(|m| m.to_string().len()).sum::<usize>();
         let original = &body["messages"].as_array().unwrap()[at + 1..];
-        assert!(size(&after[at + 1..]) < size(original), "the live part was cut");
+        assert!(
+            size(&after[at + 1..]) < size(original),
+            "the live part was cut"
+        );
         assert_eq!(sent["context_management"], body["context_management"]);
         assert_ne!(up.requests()[0].bytes, bytes);
     }
@@ -223,7 +269,14 @@ async fn the_cascade_works_after_the_newest_compaction_and_keeps_it_and_what_pre
 
 #[tokio::test]
 async fn compaction_reasoning_and_unknown_items_survive_the_cascade() {
-    let (up, proxy, _) = proxy(|i, r| trigger_answer(&json!({"model": r.body["model"], "stream": false}), i as u64, 100)).await;
+    let (up, proxy, _) = proxy(|i, r| {
+        trigger_answer(
+            &json!({"model": r.body["model"], "stream": false}),
+            i as u64,
+            100,
+        )
+    })
+    .await;
     let mut body = codex_trigger_body(false);
     let input = body["input"].as_array_mut().unwrap();
     input.pop(); // a plain turn, not a trigger
@@ -243,13 +296,26 @@ async fn compaction_reasoning_and_unknown_items_survive_the_cascade() {
     let response = send(&proxy, "/v1/responses", &bytes).await;
     assert_eq!(response.status(), 200);
     let sent = &up.requests()[0].body;
-    let (original, after) = (body["input"].as_array().unwrap(), sent["input"].as_array().unwrap());
-    assert_eq!(&after[..6], &original[..6], "everything up to the newest compaction, unchanged");
+    let (original, after) = (
+        body["input"].as_array().unwrap(),
+        sent["input"].as_array().unwrap(),
+    );
+    assert_eq!(
+        &after[..6],
+        &original[..6],
+        "everything up to the newest compaction, unchanged"
+    );
     let size = |v: &[Value]| v.iter().map(|m| m.to_string().len()).sum::<usize>();
-    assert!(size(&after[6..]) < size(&original[6..]), "the cascade cut the live part");
+    assert!(
+        size(&after[6..]) < size(&original[6..]),
+        "the cascade cut the live part"
+    );
     for item in after {
         if item["type"] == "function_call" && item["id"].as_str().unwrap().starts_with("fc_l") {
-            assert!(item.get("unknown_field").is_some(), "unknown fields kept: {item}");
+            assert!(
+                item.get("unknown_field").is_some(),
+                "unknown fields kept: {item}"
+            );
         }
     }
     assert!(sent.get("context_management").is_none());

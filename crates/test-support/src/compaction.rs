@@ -31,7 +31,11 @@ pub fn shape(pointer: &str) -> Value {
 pub fn anthropic_threshold(body: &Value) -> Option<u64> {
     let edits = body.pointer("/context_management/edits")?.as_array()?;
     let edit = edits.iter().find(|e| e["type"] == "compact_20260112")?;
-    Some(edit.pointer("/trigger/value").and_then(Value::as_u64).unwrap_or(150_000))
+    Some(
+        edit.pointer("/trigger/value")
+            .and_then(Value::as_u64)
+            .unwrap_or(150_000),
+    )
 }
 
 /// An Anthropic `compaction` block holding `summary` (the recorded block's keys).
@@ -74,19 +78,34 @@ pub fn anthropic_stream(
     delta["delta"]["encrypted_content"] = block["encrypted_content"].clone();
     let block_stop = shape("/anthropic/threshold_stream/events/2");
     let events = [
-        ("message_start", json!({"type": "message_start", "message": {"id": id, "type": "message",
+        (
+            "message_start",
+            json!({"type": "message_start", "message": {"id": id, "type": "message",
             "role": "assistant", "model": model, "content": [], "stop_reason": null, "stop_sequence": null,
-            "usage": {"input_tokens": usage["input_tokens"], "output_tokens": 1}}})),
+            "usage": {"input_tokens": usage["input_tokens"], "output_tokens": 1}}}),
+        ),
         ("content_block_start", start),
         ("content_block_delta", delta),
         ("content_block_stop", block_stop),
-        ("content_block_start", json!({"type": "content_block_start", "index": 1,
-            "content_block": then.0})),
-        ("content_block_delta", json!({"type": "content_block_delta", "index": 1,
-            "delta": then.1})),
-        ("content_block_stop", json!({"type": "content_block_stop", "index": 1})),
-        ("message_delta", json!({"type": "message_delta", "delta": {"stop_reason": stop,
-            "stop_sequence": null}, "usage": usage})),
+        (
+            "content_block_start",
+            json!({"type": "content_block_start", "index": 1,
+            "content_block": then.0}),
+        ),
+        (
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": 1,
+            "delta": then.1}),
+        ),
+        (
+            "content_block_stop",
+            json!({"type": "content_block_stop", "index": 1}),
+        ),
+        (
+            "message_delta",
+            json!({"type": "message_delta", "delta": {"stop_reason": stop,
+            "stop_sequence": null}, "usage": usage}),
+        ),
         ("message_stop", json!({"type": "message_stop"})),
     ];
     events
@@ -106,7 +125,9 @@ pub fn responses_item(n: u64, opaque: &str) -> Value {
 /// Whether a Responses request ends its input with Codex's `compaction_trigger`.
 pub fn asks_for_compaction(body: &Value) -> bool {
     (body["input"].as_array()).is_some_and(|items| {
-        items.iter().any(|i| i["type"] == shape("/openai/codex_compaction_trigger/last_input_item/type"))
+        items
+            .iter()
+            .any(|i| i["type"] == shape("/openai/codex_compaction_trigger/last_input_item/type"))
     })
 }
 

@@ -49,8 +49,7 @@ pub fn is_compaction(block: &Block) -> bool {
 /// # Ok::<(), context_cascade::ParseError>(())
 /// ```
 pub fn history_start(conversation: &Conversation) -> Option<usize> {
-    (conversation.messages.iter())
-        .rposition(|message| message.blocks().iter().any(is_compaction))
+    (conversation.messages.iter()).rposition(|message| message.blocks().iter().any(is_compaction))
 }
 
 /// The messages before the history start that are not the leading system messages: what

@@ -9,8 +9,8 @@ use axum::body::Body;
 use axum::http::HeaderValue;
 use axum::response::Response;
 use cascade_llm::Provider;
-use futures::StreamExt;
 use context_cascade::{Format, LlmError, Report};
+use futures::StreamExt;
 
 use crate::error::{ErrorKind, error_response};
 use crate::route::cut::complete_events;

@@ -52,7 +52,8 @@ impl Calling<'_> {
             client_tokens,
         } = prepared;
         // The client's bytes stand for the whole request (held messages included).
-        let original = untouched.then(|| (inbound.bytes.clone(), whole(held.as_ref(), &conversation)));
+        let original =
+            untouched.then(|| (inbound.bytes.clone(), whole(held.as_ref(), &conversation)));
         let mut call = (self.upstream).call(format, inbound.path(), headers, stream, original);
         call.held = held.clone();
         let call = Watched::new(call, format).answered_already(overflowed);

@@ -77,19 +77,30 @@ mod tests {
         let original = parse(body, None).unwrap();
         let mut live = original.clone();
         let held = Held::split(&mut live).unwrap();
-        assert_eq!(live.messages.len(), 3, "system, the compaction's message, new");
+        assert_eq!(
+            live.messages.len(),
+            3,
+            "system, the compaction's message, new"
+        );
         assert!(live.messages[1].is_pinned());
         let mut joined = held.join(&live);
         assert_eq!(joined.messages.len(), original.messages.len());
         // The pin is the cascade's own mark: unpinned, the whole is the original.
         let mut expected = original.clone();
         expected.messages[3].pin();
-        joined.messages.iter_mut().zip(&expected.messages).for_each(|(a, b)| {
-            assert_eq!(a.text_content(), b.text_content());
-        });
+        joined
+            .messages
+            .iter_mut()
+            .zip(&expected.messages)
+            .for_each(|(a, b)| {
+                assert_eq!(a.text_content(), b.text_content());
+            });
         assert_eq!(joined, expected);
         let manager = ContextManager::new(context_cascade::CascadeConfig::default());
-        let (client, live) = (client_estimate(&manager, &original), manager.estimate(&live));
+        let (client, live) = (
+            client_estimate(&manager, &original),
+            manager.estimate(&live),
+        );
         assert!(client.abs_diff(live) <= 2, "{client} vs {live}");
     }
 }

@@ -180,7 +180,9 @@ async fn compact_route(State(state): State<Arc<AppState>>, request: Request) -> 
     let format = Format::Responses;
     let response = match Inbound::read(state.body_limits, &state.tenancy, format, request).await {
         Err(refusal) => refusal,
-        Ok(inbound) => responses::forward_compaction(&state.upstream, &state.responses, inbound).await,
+        Ok(inbound) => {
+            responses::forward_compaction(&state.upstream, &state.responses, inbound).await
+        }
     };
     (state.metrics).request(COMPACT_ROUTE, response.status().as_u16());
     response

@@ -51,8 +51,9 @@ pub(crate) fn asks_provider_to_compact(format: Format, bytes: &[u8]) -> bool {
     match format {
         Format::Anthropic => envelope.compaction.is_some_and(|c| !c.is_null()),
         Format::Responses => match envelope.input {
-            Some(Input::Items(items)) => (items.iter())
-                .any(|i| i.kind.as_deref() == Some("compaction_trigger")),
+            Some(Input::Items(items)) => {
+                (items.iter()).any(|i| i.kind.as_deref() == Some("compaction_trigger"))
+            }
             _ => false,
         },
         _ => false,
@@ -89,14 +90,21 @@ mod tests {
 
     #[test]
     fn compaction_requests_are_read_from_the_envelope() {
-        let on_demand = br#"{"model":"c","max_tokens":9,"compaction":{"type":"summarize"},"messages":[]}"#;
+        let on_demand =
+            br#"{"model":"c","max_tokens":9,"compaction":{"type":"summarize"},"messages":[]}"#;
         assert!(asks_provider_to_compact(Format::Anthropic, on_demand));
         let threshold = br#"{"model":"c","context_management":{"edits":[{"type":"compact_20260112"}]},"messages":[]}"#;
         assert!(!asks_provider_to_compact(Format::Anthropic, threshold));
         let trigger = br#"{"model":"m","input":[{"type":"message","role":"user","content":"x"},{"type":"compaction_trigger"}]}"#;
         assert!(asks_provider_to_compact(Format::Responses, trigger));
-        assert!(!asks_provider_to_compact(Format::Responses, br#"{"model":"m","input":"hi"}"#));
-        assert!(!asks_provider_to_compact(Format::Anthropic, br#"{"compaction":null}"#));
+        assert!(!asks_provider_to_compact(
+            Format::Responses,
+            br#"{"model":"m","input":"hi"}"#
+        ));
+        assert!(!asks_provider_to_compact(
+            Format::Anthropic,
+            br#"{"compaction":null}"#
+        ));
         assert!(!asks_provider_to_compact(Format::Responses, b"not json"));
     }
 }
