@@ -173,7 +173,7 @@ EOF
 
 for client in ${CASCADE_AGENT_CLIENTS:-claude codex}; do
     for mode in ${CASCADE_AGENT_MODES:-window no-window}; do
-        for gauge in ${CASCADE_AGENT_GAUGES:-client}; do
+        for gauge in ${CASCADE_AGENT_GAUGES:-upstream}; do
             run "$client" "$mode" "$gauge"
         done
     done

@@ -1,5 +1,5 @@
 //! `requests.gauge`: what an answer tells the client its prompt took, plain and streamed.
-//! With `client` (the default) the upstream's prompt counts are scaled by the request's
+//! With `client` the upstream's prompt counts are scaled by the request's
 //! estimate before and after the cascade; with `upstream` they come as the provider sent
 //! them; an answer to a request the cascade left alone is the upstream's either way.
 
