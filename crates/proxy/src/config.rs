@@ -196,6 +196,19 @@ context_cascade::settings_group! {
     }
 }
 
+/// What the client is told the prompt took.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Gauge {
+    /// The usage of what was sent upstream, as the provider reported it (the default: the
+    /// better of the two with Claude Code and Codex, docs/proxy.md has the figures).
+    #[default]
+    Upstream,
+    /// The size of what the client sent: the upstream's count scaled by the request's own
+    /// estimate before and after the cascade.
+    Client,
+}
+
 context_cascade::settings_group! {
     /// `[requests]`: what the proxy does to each request besides the cascade.
     pub struct RequestSettings {
@@ -205,6 +218,11 @@ context_cascade::settings_group! {
         /// Send a request the cascade would leave as it is upstream without parsing it into
         /// a conversation (same bytes, same decision).
         pub fast_path: bool = true,
+        /// What an answer's usage tells the client its prompt took: `"upstream"`, the usage
+        /// of what went upstream, as reported; or `"client"`, the size of what the client
+        /// sent (the upstream's count scaled by the request's estimate before and after the
+        /// cascade), so that a client's own compaction fires near its threshold.
+        pub gauge: Gauge = Gauge::default(),
     }
 }
 

@@ -160,7 +160,15 @@ impl Admission<'_> {
                 }
                 let sent = (decision.prior, decision.tokens);
                 let output = completion.output;
-                (CallOutcome::Answered, Answer::Upstream { output, sent })
+                let rescale = None; // the fast path sends what the client sent
+                (
+                    CallOutcome::Answered,
+                    Answer::Upstream {
+                        output,
+                        sent,
+                        rescale,
+                    },
+                )
             }
         };
         let outcome = fast_outcome(inbound, decision, model, ended);

@@ -22,6 +22,7 @@ use crate::route::body::BodyLimits;
 use crate::route::call::Calling;
 use crate::route::fastpath::{self, FastPath};
 use crate::route::heavy::HeavyStages;
+use crate::route::gauge::Gauge;
 use crate::route::observers::{self, Observed};
 use crate::route::outcome::Observer;
 use crate::route::pipeline::Stages;
@@ -60,6 +61,8 @@ pub struct AppState {
     fastpath: Arc<FastPath>,
     /// Turns at the heavy stages (parse, prepare, write): one per core.
     heavy: Arc<HeavyStages>,
+    /// What answers tell the client its prompt took (`requests.gauge`).
+    gauge: Gauge,
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) responses: ResponsesCounters,
     /// `None` when background summaries are off (or the summarizer is offline).
@@ -133,6 +136,7 @@ impl AppState {
             calibrator,
             fastpath: Arc::new(FastPath::new(config.requests.fast_path)),
             heavy,
+            gauge: config.requests.gauge,
             metrics: base.metrics,
             responses: ResponsesCounters::default(),
             background,
@@ -232,6 +236,7 @@ impl AppState {
                 budgeting: budgeting(),
                 metrics,
                 upstream,
+                gauge: self.gauge,
             },
             calling: Calling {
                 manager,

@@ -4,16 +4,18 @@
 
 use std::sync::{Arc, Mutex};
 
-use context_cascade::{CallError, ContextManager};
+use context_cascade::{CallError, Called, ContextManager, Conversation, Report};
 
 use crate::ops::metrics::CallOutcome;
 use crate::route::answer::Answer;
 use crate::route::heavy::Turn;
+use crate::route::gauge;
+use crate::route::history::whole;
 use crate::route::inbound::Inbound;
 use crate::route::outcome::{Cascaded, Outcome, Sent};
 use crate::route::preparation::Prepared;
 use crate::route::responses::Watched;
-use crate::route::upstream::Upstream;
+use crate::route::upstream::{Upstream, UpstreamOutput};
 use crate::state::StateStore;
 use crate::state::summary_cache::CachingSummarizer;
 use crate::window::shared;
@@ -48,9 +50,14 @@ impl Calling<'_> {
             untouched,
             headers,
             overflowed,
+            held,
+            client_tokens,
         } = prepared;
-        let original = untouched.then(|| (inbound.bytes.clone(), conversation.clone()));
-        let call = (self.upstream).call(format, inbound.path(), headers, stream, original);
+        // The client's bytes stand for the whole request (held messages included).
+        let original =
+            untouched.then(|| (inbound.bytes.clone(), whole(held.as_ref(), &conversation)));
+        let mut call = (self.upstream).call(format, inbound.path(), headers, stream, original);
+        call.held = held.clone();
         let call = call.ending(Some(turn));
         let call = Watched::new(call, format).answered_already(overflowed);
         shared::before_call(self.store, self.manager).await;
@@ -59,22 +66,10 @@ impl Calling<'_> {
         let result = (self.manager)
             .call_with_summarizer(&call, &mut conversation, budget, &summaries)
             .await;
-        let (report, ended, answer) = match result {
-            Ok(called) => {
-                let sent = (
-                    self.manager.prior(&conversation),
-                    self.manager.estimate(&conversation),
-                );
-                let output = called.output;
-                let answer = Answer::Upstream { output, sent };
-                (called.report, CallOutcome::Answered, answer)
-            }
-            Err(CallError::Exhausted { report }) => {
-                (report, CallOutcome::Exhausted, Answer::Exhausted)
-            }
-            Err(CallError::Llm { error, report }) => {
-                (report, CallOutcome::Failed, Answer::Failed(error))
-            }
+        let (report, ended, answer) = self.ended(result, &conversation, client_tokens);
+        let conversation = match &held {
+            Some(held) => held.join(&conversation),
+            None => conversation,
         };
         let cascaded = Cascaded {
             conversation,
@@ -95,5 +90,38 @@ impl Calling<'_> {
             sent: Sent::Cascade(cascaded),
         };
         (outcome, answer)
+    }
+}
+
+impl Calling<'_> {
+    /// How the engine's call ended: its report, the outcome and the client's answer, whose
+    /// usage is rescaled to `client_tokens` when the gauge reports the client's size.
+    fn ended(
+        &self,
+        result: Result<Called<UpstreamOutput>, CallError>,
+        sent: &Conversation,
+        client_tokens: Option<u64>,
+    ) -> (Report, CallOutcome, Answer) {
+        match result {
+            Ok(called) => {
+                // Both estimates under the calibration before the answer (which it updates).
+                let after = called.report.tokens_after;
+                let rescale = client_tokens.and_then(|client| gauge::factor(client, after));
+                let output = called.output;
+                let sent = (self.manager.prior(sent), self.manager.estimate(sent));
+                let answer = Answer::Upstream {
+                    output,
+                    sent,
+                    rescale,
+                };
+                (called.report, CallOutcome::Answered, answer)
+            }
+            Err(CallError::Exhausted { report }) => {
+                (report, CallOutcome::Exhausted, Answer::Exhausted)
+            }
+            Err(CallError::Llm { error, report }) => {
+                (report, CallOutcome::Failed, Answer::Failed(error))
+            }
+        }
     }
 }

@@ -10,11 +10,14 @@ pub(crate) mod call;
 pub(crate) mod cut;
 pub(crate) mod fastpath;
 pub(crate) mod heavy;
+pub(crate) mod gauge;
+pub(crate) mod history;
 pub(crate) mod inbound;
 pub(crate) mod observers;
 pub(crate) mod outcome;
 pub(crate) mod pipeline;
 pub(crate) mod preparation;
+pub(crate) mod provider_compaction;
 pub(crate) mod responses;
 pub(crate) mod stream;
 pub(crate) mod upstream;
@@ -32,6 +35,7 @@ use context_cascade::Format;
 use self::answer::upstream_failure;
 use self::app::AppState;
 use self::inbound::Inbound;
+use self::provider_compaction::{COMPACT_ROUTE, asks_provider_to_compact};
 use crate::config::ProxyConfig;
 use crate::error::ProxyError;
 use crate::ops::accept::serve_connections;
@@ -52,6 +56,7 @@ pub fn router(state: Arc<AppState>) -> Router {
             responses::ROUTE,
             post(responses_route).fallback(passthrough),
         )
+        .route(COMPACT_ROUTE, post(compact_route).fallback(passthrough))
         .fallback(passthrough)
         .with_state(state)
 }
@@ -157,18 +162,38 @@ async fn responses_route(State(state): State<Arc<AppState>>, request: Request) -
         Ok(inbound) if responses::holds_history_upstream(&inbound.bytes) => {
             responses::forward_history(&state.upstream, &state.responses, inbound).await
         }
+        Ok(inbound) if asks_provider_to_compact(format, &inbound.bytes) => {
+            responses::forward_compaction(&state.upstream, &state.responses, inbound).await
+        }
         Ok(inbound) => state.stages().run(inbound).await,
     };
     (state.metrics).request(responses::ROUTE, response.status().as_u16());
     response
 }
 
-/// One request on a cascade route, read, then through the stages.
+/// One request on a cascade route, read, then through the stages (or forwarded untouched
+/// when it asks the provider to compact).
 async fn cascade(state: &AppState, format: Format, request: Request) -> Response {
     match Inbound::read(state.body_limits, &state.tenancy, format, request).await {
+        Ok(inbound) if asks_provider_to_compact(format, &inbound.bytes) => {
+            responses::forward_compaction(&state.upstream, &state.responses, inbound).await
+        }
         Ok(inbound) => state.stages().run(inbound).await,
         Err(refusal) => refusal,
     }
+}
+
+/// `POST /v1/responses/compact`: the provider compacts; forwarded untouched.
+async fn compact_route(State(state): State<Arc<AppState>>, request: Request) -> Response {
+    let format = Format::Responses;
+    let response = match Inbound::read(state.body_limits, &state.tenancy, format, request).await {
+        Err(refusal) => refusal,
+        Ok(inbound) => {
+            responses::forward_compaction(&state.upstream, &state.responses, inbound).await
+        }
+    };
+    (state.metrics).request(COMPACT_ROUTE, response.status().as_u16());
+    response
 }
 
 async fn passthrough(State(state): State<Arc<AppState>>, request: Request) -> Response {

@@ -13,6 +13,8 @@ use serde_json::Value;
 use crate::error::{ErrorKind, error_response};
 use crate::ops::metrics::Metrics;
 use crate::route::admission::Parsed;
+use crate::route::gauge::Gauge;
+use crate::route::history::{Held, client_estimate};
 use crate::route::inbound::Inbound;
 use crate::route::upstream::{Upstream, forwarded_headers};
 use crate::state::{Edit, LazyHashes, StateStore, Sticky, hash_at, memory};
@@ -27,6 +29,8 @@ pub(crate) struct Preparation<'s> {
     pub(crate) budgeting: Budgeting<'s>,
     pub(crate) metrics: &'s Metrics,
     pub(crate) upstream: &'s Upstream,
+    /// What answers tell the client its prompt took.
+    pub(crate) gauge: Gauge,
 }
 
 /// A request ready for the engine's call.
@@ -47,6 +51,10 @@ pub(crate) struct Prepared<'r> {
     pub(crate) headers: HeaderMap,
     /// The fast path's overflow answer to this request, if it had one.
     pub(crate) overflowed: Option<LlmError>,
+    /// What a provider's compaction supersedes, held out of the cascade.
+    pub(crate) held: Option<Held>,
+    /// The estimate of what the client sent, when answers report it (`gauge = "client"`).
+    pub(crate) client_tokens: Option<u64>,
 }
 
 impl Preparation<'_> {
@@ -73,6 +81,8 @@ impl Preparation<'_> {
             );
             error_response(format, ErrorKind::InvalidRequest, &message)
         })?;
+        let client_tokens =
+            (self.gauge == Gauge::Client).then(|| client_estimate(self.manager, &conversation));
         let stitched = match self.sticky {
             Some(sticky) => sticky.stitch(&key, &mut hashes, &mut conversation).await,
             None => None,
@@ -95,6 +105,8 @@ impl Preparation<'_> {
         // Untouched requests go upstream byte for byte as the client wrote them (unless they
         // carry `_pin` markers, which providers reject).
         let untouched = as_sent && !carries_pins(&conversation);
+        // The provider reads the history from its newest compaction on: the cascade too.
+        let held = Held::split(&mut conversation);
         Ok(Prepared {
             key,
             model,
@@ -106,6 +118,8 @@ impl Preparation<'_> {
             untouched,
             headers,
             overflowed,
+            held,
+            client_tokens,
         })
     }
 

@@ -20,6 +20,7 @@ use context_cascade::{Conversation, Format};
 use cascade_llm::{Provider, header_pairs, transport_error, usage_from_body};
 
 use crate::route::heavy::Turn;
+use crate::route::history::Held;
 
 /// Headers that describe one connection, not the request (RFC 9110 §7.6.1), plus the ones
 /// the HTTP client sets itself.
@@ -118,6 +119,7 @@ impl Upstream {
             stream,
             timeout: self.timeout,
             turn: None,
+            held: None,
         }
     }
 
@@ -178,6 +180,8 @@ pub(crate) struct UpstreamCall<'a> {
     /// The request's turn at the heavy stages, ended once the body is written: the wait
     /// for the upstream needs none.
     pub turn: Option<&'a Turn>,
+    /// What a provider's compaction supersedes: put back, as it came, in every request.
+    pub held: Option<Held>,
 }
 
 impl<'a> UpstreamCall<'a> {
@@ -190,6 +194,14 @@ impl<'a> UpstreamCall<'a> {
     /// The request body for `conversation`: the client's own bytes when nothing changed,
     /// else the conversation written out with `_pin` stripped.
     fn body(&self, conversation: &Conversation) -> Result<Bytes, LlmError> {
+        let joined;
+        let conversation = match &self.held {
+            Some(held) => {
+                joined = held.join(conversation);
+                &joined
+            }
+            None => conversation,
+        };
         let original = (self.original.lock().unwrap_or_else(|p| p.into_inner())).take();
         if let Some((bytes, parsed)) = original
             && parsed == *conversation
