@@ -149,6 +149,25 @@ impl Resolved {
         self.exact_counts(self.prior_manager())
     }
 
+    /// The engine's settings (the config file's `[cascade]`, else the defaults).
+    pub(crate) fn cascade(&self) -> &CascadeConfig {
+        &self.cascade
+    }
+
+    /// Which counter counts a model exactly, as [`Resolved::manager`] counts: the resolved
+    /// model's tokenizer, whatever the body names (`None` without feature `exact`).
+    pub(crate) fn counters(&self) -> Option<context_cascade::estimate::CounterFor> {
+        #[cfg(feature = "exact")]
+        {
+            let model = self.model.clone().unwrap_or_default();
+            Some(std::sync::Arc::new(move |_: &str| {
+                context_cascade::estimate::exact::counter_for_model(&model)
+            }))
+        }
+        #[cfg(not(feature = "exact"))]
+        None
+    }
+
     /// The engine without exact counts: every model estimated with the prior.
     fn prior_manager(&self) -> ContextManager {
         let manager = ContextManager::new(self.cascade.clone());

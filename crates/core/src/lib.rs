@@ -94,6 +94,7 @@
 // The public surface: six namespaces for concepts with several parts, the rest at the
 // root. Every other module is an implementation detail of the cascade.
 pub mod catalog;
+pub mod cost;
 pub mod estimate;
 pub mod format;
 pub mod replay;
