@@ -111,7 +111,11 @@ impl Prices {
     /// name, OpenAI's GPT-4o, GPT-4.1 and GPT-5; any other model at GPT-5's, the
     /// cheapest cached input of the OpenAI-compatible APIs listed here.
     pub fn for_model(model: &str) -> Prices {
-        let id = model.rsplit('/').next().unwrap_or(model).to_ascii_lowercase();
+        let id = model
+            .rsplit('/')
+            .next()
+            .unwrap_or(model)
+            .to_ascii_lowercase();
         if id.contains("claude") {
             if id.contains("opus") {
                 Prices::CLAUDE_OPUS
@@ -200,12 +204,21 @@ pub fn standard_plans(config: &crate::CascadeConfig) -> Vec<(String, Plan)> {
             "cascade, summaries ahead at 0.2·E with stand-ins".into(),
             cascade(stand_ins, true),
         ),
-        ("cascade, SPEC's rule for ② and ③".into(), cascade(spec, false)),
+        (
+            "cascade, SPEC's rule for ② and ③".into(),
+            cascade(spec, false),
+        ),
         (
             ClientRule::ClaudeCode.name().into(),
             Plan::Client(ClientRule::ClaudeCode),
         ),
-        (ClientRule::Codex.name().into(), Plan::Client(ClientRule::Codex)),
+        (
+            ClientRule::Codex.name().into(),
+            Plan::Client(ClientRule::Codex),
+        ),
         ("no management".into(), Plan::Unmanaged),
     ]
 }
+
+#[cfg(test)]
+mod tests;

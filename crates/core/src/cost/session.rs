@@ -11,7 +11,7 @@ use crate::estimate::{CounterFor, Estimator};
 use crate::offline::OfflineSummarizer;
 use crate::prefix::common_prefix;
 use crate::replay::call_points;
-use crate::summarizer::{SummaryError, SummaryRequest, Summarizer};
+use crate::summarizer::{Summarizer, SummaryError, SummaryRequest};
 use crate::{BoxFuture, PreparedSummaries};
 
 /// What manages the context of the replayed session.
@@ -123,8 +123,9 @@ pub async fn price_session(
                 sender.send(request, end, budget, &mut cost);
                 if *ahead
                     && let Some(last) = sender.previous.as_ref()
-                    && let Ok(Some(summary)) =
-                        manager.summarize_ahead(last, budget, counting.clone()).await
+                    && let Ok(Some(summary)) = manager
+                        .summarize_ahead(last, budget, counting.clone())
+                        .await
                 {
                     prepared.add(summary);
                 }
@@ -224,7 +225,8 @@ impl<'a> Sender<'a> {
             return 0;
         };
         let from = common_prefix(previous, request);
-        (self.yardstick.estimate(request)).saturating_sub(self.yardstick.estimate_from(request, from))
+        (self.yardstick.estimate(request))
+            .saturating_sub(self.yardstick.estimate_from(request, from))
     }
 
     /// Sends `request` for the call at `end`: bills it and its reply (the transcript's
@@ -238,9 +240,11 @@ impl<'a> Sender<'a> {
         let output: u64 = replies.map(|m| estimator.message_tokens(m)).sum();
         cost.calls += 1;
         cost.over_window += usize::from(tokens > budget.effective());
-        if self.previous.as_ref().is_some_and(|p| {
-            common_prefix(p, &request) == p.messages.len() && p.messages.len() > 0
-        }) {
+        if self
+            .previous
+            .as_ref()
+            .is_some_and(|p| common_prefix(p, &request) == p.messages.len() && p.messages.len() > 0)
+        {
             cost.extending += 1;
         }
         cost.agent += Billed::call(tokens, cached, output);
