@@ -111,11 +111,6 @@ fn run() -> Result<(), String> {
         started.elapsed().as_secs_f64()
     );
 
-    let costs = session_cost::run(&fixtures)?;
-    eprintln!(
-        "(12) cost per session done ({:.1}s)",
-        started.elapsed().as_secs_f64()
-    );
     let markdown = [
         prep_cost::markdown(&prep),
         accuracy_tables::markdown(&accuracy),
@@ -124,10 +119,7 @@ fn run() -> Result<(), String> {
     .join("\n");
     println!("{markdown}");
     write(&out_dir.join("rust.md"), markdown.as_bytes())?;
-    let cost_markdown = session_cost::markdown(&costs, fixtures.len());
-    write(&out_dir.join("cost.md"), cost_markdown.as_bytes())?;
     let report = json!({
-        "costs": costs,
         "prep_cost": prep,
         "accuracy": accuracy,
         "curves": curves,
