@@ -240,11 +240,9 @@ impl<'a> Sender<'a> {
         let output: u64 = replies.map(|m| estimator.message_tokens(m)).sum();
         cost.calls += 1;
         cost.over_window += usize::from(tokens > budget.effective());
-        if self
-            .previous
-            .as_ref()
-            .is_some_and(|p| common_prefix(p, &request) == p.messages.len() && p.messages.len() > 0)
-        {
+        if self.previous.as_ref().is_some_and(|p| {
+            common_prefix(p, &request) == p.messages.len() && !p.messages.is_empty()
+        }) {
             cost.extending += 1;
         }
         cost.agent += Billed::call(tokens, cached, output);
