@@ -95,6 +95,7 @@
 // rule for client text in a log line, which every crate of the workspace follows), the rest
 // at the root. Every other module is an implementation detail of the cascade.
 pub mod catalog;
+pub mod cost;
 pub mod estimate;
 pub mod format;
 pub mod logged;
