@@ -8,8 +8,8 @@ use context_cascade::{CallError, Called, ContextManager, Conversation, Report};
 
 use crate::ops::metrics::CallOutcome;
 use crate::route::answer::Answer;
-use crate::route::heavy::Turn;
 use crate::route::gauge;
+use crate::route::heavy::Turn;
 use crate::route::history::whole;
 use crate::route::inbound::Inbound;
 use crate::route::outcome::{Cascaded, Outcome, Sent};
