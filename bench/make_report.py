@@ -94,6 +94,23 @@ def main():
                       f"fastest runs {one_m['layers_ratio_of_min']:.2f}×); "
                       + ", ".join(f"{k}: {v['layers_ratio']['median']:.2f}×" for k, v in prep.items() if k != "1M"),
                       l["median"] <= 2.0))
+        if "exact_ratio" in one_m:
+            x = one_m["exact_ratio"]
+            goals.append(("parse → Layers 1–2 with exact o200k counts, nothing memoized → serialize "
+                          "≤ 2× bare serde_json (1M tokens, issue 27)",
+                          f"{x['median']:.2f}× median ({x['min']:.2f}–{x['max']:.2f}×, n={x['n']}; "
+                          f"fastest runs {one_m['exact_ratio_of_min']:.2f}×); "
+                          + ", ".join(f"{k}: {v['exact_ratio']['median']:.2f}×" for k, v in prep.items() if k != "1M"),
+                          x["median"] <= 2.0))
+    model_ratio = None
+    if os.path.exists(os.path.join(args.out, "model_ratio.json")):
+        model_ratio = json.loads(read("model_ratio.json"))
+        worst = max(model_ratio["cases"], key=lambda c: c["ratio"])
+        goals.append(("`cascade compact` (whole process) on a gpt-4o body (exact counts) within 1.5× of "
+                      "the same body under a Claude model id (issue 27)",
+                      "; ".join(f"{c['input']} → {c['window'] // 1000}K: {c['gpt_ms']:.1f} against "
+                                f"{c['claude_ms']:.1f} ms, {c['ratio']:.2f}×" for c in model_ratio["cases"]),
+                      worst["ratio"] <= 1.5))
     if python and python["summary"]["rows"]:
         s = python["summary"]
         gt, mt, gf = s["geo_trimming"], s["min_trimming"], s["geo_fitting"]
@@ -104,7 +121,8 @@ def main():
                       + (f"; requests that already fit (nothing to trim): {gf['litellm_inproc']:.0f}× "
                          f"in process, {gf['litellm_process']:.1f}× as a process"
                          if gf["litellm_inproc"] else ""),
-                      mt["litellm_inproc"] >= 100))
+                      mt["litellm_inproc"] >= 100
+                      and (mt["litellm_process"] >= 100 or "**met** in process, **missed** as a whole process")))
         # The floor: how much faster than LangChain (approximate counter, bytes → bytes) a tool
         # could be that only parsed and wrote the JSON with serde_json, trimming nothing.
         floors = [c["tools"].get("langchain, approximate counter (bytes → bytes)", {}).get("ms", {}).get("median", 0)
@@ -179,9 +197,12 @@ def main():
         out.append("\n`cascade compact` was not available in this build; the compact_file binary (crates/bench) does "
                    "the same parse → compaction → serialize.")
     out.append("")
-    if args.keep and os.path.exists(args.keep):
-        kept = sections(open(args.keep).read())
-        out += [kept[k] for k in sorted(kept, key=int) if int(k) > 5]
+    kept = sections(open(args.keep).read()) if args.keep and os.path.exists(args.keep) else {}
+    # Section 12 (cost per session) comes from this run when it ran; the others after 5 from
+    # their own commands, carried over.
+    if os.path.exists(os.path.join(args.out, "cost.md")):
+        kept.update(sections(read("cost.md")))
+    out += [kept[k] for k in sorted(kept, key=int) if int(k) > 5]
     print("\n".join(out))
 
 

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Every benchmark of issue 5 in one command, then docs/benchmarks.md:
-#   (1) preparation cost, (3) estimator accuracy, (4) cost curves  - Rust, bench_report (crates/bench)
+#   (1) preparation cost, (3) estimator accuracy, (4) cost curves,
+#   (12) cost per session                                          - Rust, bench_report (crates/bench)
 #   (2) LiteLLM / LangChain trim_messages vs the cascade          - Python, bench/py_trim.py
+#   (2b) a gpt-4o body (exact counts) against the same as Claude   - bench/model_ratio.py
 #   (5) peak RSS of `cascade compact` on the ~1M-token request     - bench/rss.py
 # Needs cargo and python3 (with venv); the venv (bench/.venv) is created once and reused.
 # Set QUICK=1 for a shorter smoke run (fewer repetitions, one Python case).
@@ -45,10 +47,21 @@ fi
 log "(1) preparation cost, (3) estimator accuracy, (4) cost curves"
 "$BIN"/bench_report --out "$OUT" "${QUICK_FLAG[@]}" > /dev/null
 
+# The longest phase (4 min of CPU: summaries prepared ahead replay ~80 prepares per call);
+# SKIP_COST=1 keeps the section of the current docs/benchmarks.md instead.
+if [ "${SKIP_COST:-0}" != 1 ]; then
+  log "(12) cost per session"
+  "$BIN"/bench_report --out "$OUT" --cost > /dev/null
+fi
+
 log "(2) LiteLLM and LangChain trim_messages vs the cascade"
 bench/.venv/bin/python bench/py_trim.py --inputs "$OUT/inputs" --out "$OUT" \
   --cascade "$BIN"/cascade --compact-file "$BIN"/compact_file \
   "${QUICK_FLAG[@]}" > /dev/null
+
+log "(2b) cascade compact on a gpt-4o body (exact counts) against the same body under a Claude id"
+python3 bench/model_ratio.py --cascade "$BIN"/cascade --inputs "$OUT/inputs" --out "$OUT" \
+  --runs "$([ "${QUICK:-0}" = 1 ] && echo 3 || echo 15)" > /dev/null
 
 log "(5) peak RSS on the ~1M-token request"
 {

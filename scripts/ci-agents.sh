@@ -6,28 +6,40 @@
 # errors, refuses unpaired tool calls or results, and makes every turn a tool call with a
 # large output until the session is several times the limit.
 #
+# Each client is told the model's window (Claude Code CLAUDE_CODE_AUTO_COMPACT_WINDOW, Codex
+# model_context_window) so that its own compaction can fire: Codex through the provider's
+# remote compaction (`compaction_trigger`, answered by the scripted model as the API does).
+# CASCADE_AGENT_GAUGES lists the proxy's `requests.gauge` settings to run (default: the
+# default one); CASCADE_AGENT_MODES the proxy modes (`window no-window`).
+#
 # Fails (non-zero) when an agent does not finish its script, when an overflow error reaches
 # the upstream with --window (more than one per session without it: the one that teaches
 # the limit), or when an unpaired tool call reaches the upstream. Prints per client the
-# requests, overflows, unpaired requests and the share of main requests that extend the
-# previous one. Network: loopback, and the npm registry for the pinned packages.
+# requests, overflows, unpaired requests, the share of main requests that extend the
+# previous one, the prompt tokens a provider's cache would serve and the rest (and their
+# price at the provider's cached / uncached rates), and who compacted at which turn.
+# Network: loopback, and the npm registry for the pinned packages.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root="$PWD"
 
-CLAUDE_VERSION="2.1.328"
-CODEX_VERSION="0.169.0"
+CLAUDE_VERSION="2.1.332"
+CODEX_VERSION="0.171.0"
 TURNS="${CASCADE_AGENT_TURNS:-20}"
 # The limits, in the scripted model's tokens (body bytes / 3): Claude Code's system prompt
-# and 25 tool definitions take about 42K of them, Codex's about 8K; each tool turn adds
-# about 10K (Claude Code keeps 30,000 chars of a command's output) and 5K (Codex).
-CLAUDE_LIMIT="${CASCADE_AGENT_CLAUDE_LIMIT:-60000}"
+# and 25 tool definitions take about 29K of them, Codex's about 9K; each tool turn adds
+# about 10K (Claude Code keeps 30,000 chars of a command's output) and 4K (Codex). Claude
+# Code's auto-compact window is at least 100K (it raises a smaller CLAUDE_CODE_AUTO_COMPACT_
+# WINDOW to that), so its limit is 100K for its own compaction to be able to fire; Codex
+# compacts at 60% of its window (a turn adds 14% of it).
+CLAUDE_LIMIT="${CASCADE_AGENT_CLAUDE_LIMIT:-100000}"
 CODEX_LIMIT="${CASCADE_AGENT_CODEX_LIMIT:-30000}"
 # Claude Code runs with its default model (whose requests carry `{"role": "system"}` entries
 # inside `messages`) unless CASCADE_AGENT_CLAUDE_MODEL names another.
 CLAUDE_MODEL="${CASCADE_AGENT_CLAUDE_MODEL:-}"
 AGENT_TIMEOUT="${CASCADE_AGENT_TIMEOUT:-600}"
-npm_dir="${CASCADE_AGENT_NPM:-$HOME/.cache/context-cascade/npm}"
+# One folder per pair of versions: runs pinned to other versions keep theirs.
+npm_dir="${CASCADE_AGENT_NPM:-$HOME/.cache/context-cascade/npm-$CLAUDE_VERSION-$CODEX_VERSION}"
 
 # The agents, installed once at pinned versions into a cache folder.
 installed_version() {
@@ -61,9 +73,9 @@ fail() {
     failures=$((failures + 1))
 }
 
-# run CLIENT MODE: one agent session through a fresh proxy and upstream.
+# run CLIENT MODE GAUGE: one agent session through a fresh proxy and upstream.
 run() {
-    local client="$1" mode="$2" dir="$work/$1-$2"
+    local client="$1" mode="$2" gauge="$3" dir="$work/$1-$2-$3"
     mkdir -p "$dir/home" "$dir/project" ${CASCADE_AGENT_DUMP:+"$CASCADE_AGENT_DUMP/$client-$mode"}
     local up_port proxy_port LIMIT
     if [ "$client" = claude ]; then LIMIT="$CLAUDE_LIMIT"; else LIMIT="$CODEX_LIMIT"; fi
@@ -74,9 +86,10 @@ run() {
     pids+=("$!")
     local window=()
     if [ "$mode" = window ]; then window=(--window "$LIMIT"); fi
+    printf '[requests]\ngauge = "%s"\n' "$gauge" >"$dir/cascade.toml"
     RUST_LOG=${RUST_LOG:-info} "$root/target/debug/cascade" proxy --listen "127.0.0.1:$proxy_port" \
         --upstream "http://127.0.0.1:$up_port" "${window[@]}" --db "$dir/cascade.db" \
-        >"$dir/proxy.log" 2>&1 &
+        --config "$dir/cascade.toml" >"$dir/proxy.log" 2>&1 &
     pids+=("$!")
     wait_up "http://127.0.0.1:$up_port/stats"
     wait_up "http://127.0.0.1:$proxy_port/healthz"
@@ -86,7 +99,7 @@ run() {
     claude)
         (cd "$dir/project" && env -i PATH="$PATH" HOME="$dir/home" IS_SANDBOX=1 \
             DISABLE_TELEMETRY=1 DISABLE_AUTOUPDATER=1 DISABLE_ERROR_REPORTING=1 \
-            CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 \
+            CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 CLAUDE_CODE_AUTO_COMPACT_WINDOW="$LIMIT" \
             ANTHROPIC_BASE_URL="http://127.0.0.1:$proxy_port" ANTHROPIC_API_KEY=dummy-key \
             timeout "$AGENT_TIMEOUT" "$claude" -p "$prompt" ${CLAUDE_MODEL:+--model "$CLAUDE_MODEL"} \
             --dangerously-skip-permissions \
@@ -94,10 +107,11 @@ run() {
         ;;
     codex)
         mkdir -p "$dir/codex"
-        sed "s|@PROXY@|http://127.0.0.1:$proxy_port|" "$root/tests/agents/codex-config.toml" \
+        sed -e "s|@PROXY@|http://127.0.0.1:$proxy_port|" -e "s|@WINDOW@|$LIMIT|" \
+            -e "s|@COMPACT_AT@|$((LIMIT * 6 / 10))|" "$root/tests/agents/codex-config.toml" \
             >"$dir/codex/config.toml"
         (cd "$dir/project" && env -i PATH="$PATH" HOME="$dir/home" CODEX_HOME="$dir/codex" \
-            CASCADE_AGENT_KEY=dummy-key \
+            OPENAI_API_KEY=dummy-key \
             timeout "$AGENT_TIMEOUT" "$codex" exec --skip-git-repo-check \
             --dangerously-bypass-approvals-and-sandbox "$prompt" \
             </dev/null >"$dir/agent.out" 2>"$dir/agent.err") || rc=$?
@@ -108,15 +122,21 @@ run() {
     local metrics
     metrics="$(curl -fsS "http://127.0.0.1:$proxy_port/metrics")"
     stop_servers
-    echo "== $client, $mode: agent exit $rc"
+    echo "== $client, $mode, gauge $gauge: agent exit $rc"
     echo "$stats"
     grep -E '^cascade_(learned_window_tokens|overflow_errors_total|upstream_calls_total|strategies_applied_total|window_source_total|fast_path_total)' <<<"$metrics" || true
     local protocol
     if [ "$client" = claude ]; then protocol=anthropic; else protocol=responses; fi
     local line
-    line="$(STATS="$stats" PROTOCOL="$protocol" MODE="$mode" TURNS="$TURNS" python3 - <<'EOF'
+    local proxy_compactions
+    proxy_compactions="$(awk '/^cascade_strategies_applied_total/ {n += $2} END {print n + 0}' <<<"$metrics")"
+    line="$(STATS="$stats" PROTOCOL="$protocol" MODE="$mode" TURNS="$TURNS" \
+        PROXY_STEPS="$proxy_compactions" python3 - <<'EOF'
 import json, os
 s = json.loads(os.environ["STATS"]).get(os.environ["PROTOCOL"], {})
+# List prices per million prompt tokens, uncached and cached (cache reads): Claude Sonnet
+# $3 / $0.30, GPT-5.1-Codex $1.25 / $0.125.
+uncached_price, cached_price = (3.0, 0.30) if os.environ["PROTOCOL"] == "anthropic" else (1.25, 0.125)
 turns = int(os.environ["TURNS"])
 problems = []
 if not s.get("finished"):
@@ -128,13 +148,18 @@ if s.get("unpaired", 0):
     problems.append(f"{s['unpaired']} unpaired tool calls or results reached the upstream")
 main = s.get("main_answered", 0)
 share = s.get("extends_previous", 0) / (main - 1) if main > 1 else 0.0
+cached, uncached = s.get("cached_tokens", 0), s.get("uncached_tokens", 0)
+cost = (cached * cached_price + uncached * uncached_price) / 1e6
 print(f"requests={s.get('requests', 0)} overflows={s.get('overflows', 0)} "
       f"unpaired={s.get('unpaired', 0)} main={main} extends_previous={share:.0%} "
-      f"largest_prompt={s.get('largest_prompt', 0)}"
+      f"largest_prompt={s.get('largest_prompt', 0)} cached={cached} uncached={uncached} "
+      f"prompt_cost=${cost:.3f} client_compactions={s.get('client_compactions', [])} "
+      f"provider_compactions={s.get('provider_compactions', [])} "
+      f"proxy_strategy_steps={os.environ['PROXY_STEPS']}"
       + ("" if not problems else " PROBLEMS: " + "; ".join(problems)))
 EOF
 )"
-    summary+=("$client $mode (limit $LIMIT): $line")
+    summary+=("$client $mode gauge=$gauge (limit $LIMIT): $line")
     if [ "$rc" -ne 0 ]; then
         fail "$client ($mode) exited $rc"
         tail -n 20 "$dir/agent.err" "$dir/agent.out" >&2 || true
@@ -147,8 +172,10 @@ EOF
 }
 
 for client in ${CASCADE_AGENT_CLIENTS:-claude codex}; do
-    for mode in window no-window; do
-        run "$client" "$mode"
+    for mode in ${CASCADE_AGENT_MODES:-window no-window}; do
+        for gauge in ${CASCADE_AGENT_GAUGES:-upstream}; do
+            run "$client" "$mode" "$gauge"
+        done
     done
 done
 

@@ -8,6 +8,7 @@
 // Unit tests may unwrap: a failure there is a test failure.
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
+mod allocator;
 mod breakdown;
 mod chart;
 mod commands;
@@ -53,6 +54,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    allocator::tune();
     init_tracing();
     let cli = Cli::parse();
     let result = match &cli.command {

@@ -85,7 +85,16 @@ impl WindowArgs {
             (None, Some(w), ..) => (w, "config: window.force".to_owned()),
             (None, None, Some(w), _) => (w, "config: window.models".to_owned()),
             (None, None, None, Some(l)) => match (&l.matched, &l.entry_id) {
-                (MatchKind::Default, _) | (_, None) => (l.context_window, "default".to_owned()),
+                (MatchKind::Default, _) | (_, None) => {
+                    // The catalog logs nothing itself: the window is a guess only here.
+                    let model = context_cascade::logged::clipped(model.as_deref().unwrap_or(""));
+                    tracing::warn!(
+                        model = ?model,
+                        "unknown model: assuming {} tokens of context",
+                        l.context_window
+                    );
+                    (l.context_window, "default".to_owned())
+                }
                 (kind, Some(id)) => {
                     let kind = if *kind == MatchKind::Exact {
                         "exact"
@@ -122,7 +131,7 @@ impl WindowArgs {
         }
         // The engine keys its estimates on the body's model id and looks it up in its own
         // catalog: tell it what was resolved here, so `--model` decides the token scale too
-        // and an unknown model is warned about once.
+        // and an unknown model is warned about once (above).
         let alias = conversation.model().map(|body| ModelEntry {
             id: body.to_owned(),
             context_window: window,
@@ -149,6 +158,25 @@ impl Resolved {
         self.exact_counts(self.prior_manager())
     }
 
+    /// The engine's settings (the config file's `[cascade]`, else the defaults).
+    pub(crate) fn cascade(&self) -> &CascadeConfig {
+        &self.cascade
+    }
+
+    /// Which counter counts a model exactly, as [`Resolved::manager`] counts: the resolved
+    /// model's tokenizer, whatever the body names (`None` without feature `exact`).
+    pub(crate) fn counters(&self) -> Option<context_cascade::estimate::CounterFor> {
+        #[cfg(feature = "exact")]
+        {
+            let model = self.model.clone().unwrap_or_default();
+            Some(std::sync::Arc::new(move |_: &str| {
+                context_cascade::estimate::exact::counter_for_model(&model)
+            }))
+        }
+        #[cfg(not(feature = "exact"))]
+        None
+    }
+
     /// The engine without exact counts: every model estimated with the prior.
     fn prior_manager(&self) -> ContextManager {
         let manager = ContextManager::new(self.cascade.clone());
@@ -159,13 +187,10 @@ impl Resolved {
     }
 
     /// The engine that compacts `conversation`: [`Resolved::manager`], with exact counts
-    /// only where they can change what the cascade does. A one-shot command pays the
-    /// tokenizer's tables (about 40 ms) and a first count of every message (about 0.09 µs
-    /// per token) on each run: 45–85 ms on the fixtures, against 4 ms for a run that needs
-    /// none (docs/benchmarks.md §11). Loading the tables on a thread at startup, to overlap
-    /// reading and parsing, saved nothing measurable and cost those runs 2–3 ms, so it is
-    /// not done. The prior is within
-    /// 10% of o200k on every fixture (docs/benchmarks.md §3): a request whose estimate, a
+    /// only where they can change what the cascade does. A one-shot command loads nothing for
+    /// them (the tables are in the binary) but counts every message once: about 35 ms for
+    /// 313K tokens, against 4 ms for a run that needs none (docs/benchmarks.md §11). The
+    /// prior is within 10% of o200k on every fixture (docs/benchmarks.md §3): a request whose estimate, a
     /// quarter up, stays under ②'s headroom with no tool result over ①'s share is left as
     /// it is whichever way it is counted.
     pub(crate) fn manager_for(&self, conversation: &Conversation) -> ContextManager {

@@ -513,6 +513,46 @@ fn replay_with_room_to_spare_changes_nothing_and_keeps_every_prefix() {
 }
 
 #[test]
+fn replay_cost_prices_every_plan_and_the_cascade_fits_where_nothing_else_does() {
+    let fixture = transcripts()
+        .into_iter()
+        .min_by_key(|p| std::fs::metadata(p).map(|m| m.len()).unwrap_or(u64::MAX))
+        .expect("a fixture");
+    let input = wrapped(&fixture);
+    let out = run(&[
+        "replay",
+        input.to_str().expect("utf-8 path"),
+        "--window",
+        "4000",
+        "--cost",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("per million tokens"), "{text}");
+    let row = |name: &str| {
+        let line = (text.lines())
+            .find(|l| l.starts_with(name))
+            .unwrap_or_else(|| panic!("no row {name:?} in {text}"));
+        line[name.len()..]
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    // Columns: calls, over window, extending, cached, written, out, summary calls, USD, ×.
+    let cascade = row("cascade  ");
+    let unmanaged = row("no management");
+    assert_eq!(
+        cascade[1], "0",
+        "the cascade keeps every call in a 4K window: {text}"
+    );
+    assert_ne!(unmanaged[1], "0", "a whole history does not fit 4K: {text}");
+    assert_eq!(cascade[8], "1.00×");
+    assert!(cascade[7].parse::<f64>().expect("USD") > 0.0);
+    let codex = row("Codex's auto-compact");
+    assert_ne!(codex[6], "0", "the client compacted by itself: {text}");
+}
+
+#[test]
 fn model_flag_sets_the_window_and_the_token_scale() {
     let input = wrapped(&transcripts()[0]);
     let (out, _, gpt) = compact(&input, &[]);

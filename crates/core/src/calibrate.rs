@@ -102,7 +102,7 @@ impl Calibration {
             self.fold(model, held.prior, held.obs, starting_scale, config);
         } else if let Some(scale) = calibrated.filter(|scale| !near(obs, *scale)) {
             tracing::debug!(
-                model,
+                model = ?crate::logged::clipped(model),
                 prior,
                 real,
                 scale,
@@ -165,7 +165,7 @@ impl Calibration {
         }
         entry.observations += 1;
         tracing::debug!(
-            model,
+            model = ?crate::logged::clipped(model),
             prior,
             ratio = obs,
             scale = entry.scale,

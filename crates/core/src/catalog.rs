@@ -225,7 +225,8 @@ impl Catalog {
 
     /// Finds the window for `model`: an exact id first (case-insensitive), then the longest
     /// prefix entry, each tried on the id as given and then without its provider segments;
-    /// else [`DEFAULT_CONTEXT_WINDOW`] with [`MatchKind::Default`] and a `tracing` warning.
+    /// else [`DEFAULT_CONTEXT_WINDOW`] with [`MatchKind::Default`]. It logs nothing: the
+    /// name comes from a client, and the caller knows whether (and how often) to say so.
     pub fn lookup(&self, model: &str) -> Lookup {
         let candidates = candidates(model);
         for candidate in &candidates {
@@ -246,10 +247,6 @@ impl Catalog {
                 return hit(entry, MatchKind::Prefix);
             }
         }
-        tracing::warn!(
-            model,
-            "unknown model: assuming {DEFAULT_CONTEXT_WINDOW} tokens of context"
-        );
         Lookup {
             context_window: DEFAULT_CONTEXT_WINDOW,
             token_scale: None,

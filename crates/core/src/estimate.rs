@@ -11,6 +11,12 @@ mod chunked;
 pub mod counter;
 #[cfg(feature = "exact")]
 pub mod exact;
+#[cfg(feature = "exact")]
+mod pieces;
+#[cfg(feature = "exact")]
+mod table_hash;
+#[cfg(feature = "exact")]
+mod vocab;
 
 use crate::conversation::{Conversation, Message};
 use crate::counts::ASCII_CLASS;

@@ -93,11 +93,14 @@
 //! # Ok::<(), context_cascade::ParseError>(())
 //! ```
 
-// The public surface: seven namespaces for concepts with several parts, the rest at the
-// root. Every other module is an implementation detail of the cascade.
+// The public surface: namespaces for concepts with several parts (and `logged`, the one
+// rule for client text in a log line, which every crate of the workspace follows), the rest
+// at the root. Every other module is an implementation detail of the cascade.
 pub mod catalog;
+pub mod cost;
 pub mod estimate;
 pub mod format;
+pub mod logged;
 pub mod recall;
 pub mod replay;
 pub mod settings;

@@ -118,6 +118,12 @@ const RULE_SOURCES: &[(bool, Option<&str>, &str)] = &[
     // ...or before it: "the context length is M tokens; your prompt has N tokens".
     (SIGNAL, None, r"\b(?:context (?:length|window|size)|max(?:imum)? context|supports?|accepts?)\b[^.!?]{0,40}?\bNUM tokens?\b[^.!?]{0,40}?\b(?:prompt|input|messages?|conversation|request)\b[^.!?]{0,20}?\b(?:has|contains|is|uses|resulted in)\b[^.!?]{0,15}?\bNUM tokens"),
     (SIGNAL, None, r"too many (?:input|prompt) tokens|too many tokens in (?:the )?(?:prompt|input|messages|conversation|context)"),
+    // A limit on the prompt's tokens stated as a rule: "total number of tokens in the prompt
+    // cannot exceed 4081 - received 4292" (Cohere, and servers that copy its wording). The
+    // subject must count the prompt's tokens, so "the number of images in the prompt cannot
+    // exceed 10" and "max tokens must be less than or equal to 4096" stay out.
+    (SIGNAL, None, r"\b(?:tokens? (?:in|of) (?:the |your )?(?:prompt|input|messages?|conversation|context)|(?:prompt|input) (?:tokens?|token count|length in tokens))\b[^.;!?]{0,40}?\b(?:cannot|can ?not|can't|must not|may not|shall not|should not) exceed (?:the )?(?:limit of |maximum of )?LIM"),
+    (SIGNAL, Some("cohere"), r"too many tokens: (?:size limit exceeded by NUM tokens|minimal context could not be added to (?:the )?prompt)"),
     // Number extraction only (llama.cpp JSON fields, OpenAI-style breakdowns).
     (NUMBERS_ONLY, None, r#"n_prompt_tokens['"]?: OBS"#),
     (NUMBERS_ONLY, None, r#"n_ctx['"]?: LIM"#),
@@ -129,6 +135,7 @@ const RULE_SOURCES: &[(bool, Option<&str>, &str)] = &[
     (NUMBERS_ONLY, None, r"FUN in the functions"),
     (NUMBERS_ONLY, None, r"OUT (?:in|for) the (?:completion|output)"),
     (NUMBERS_ONLY, None, r"requested OUT output tokens"),
+    (NUMBERS_ONLY, None, r"exceed LIM (?:tokens )?[-,:;(]? ?received OBS\b"),
     // Numbers in the wording families, after every provider's own: "N > M" first (its
     // right side is the limit even after the word "context"), then the limit, then the size.
     (NUMBERS_ONLY, None, r"\bOBS (?:tokens )?> LIM\b"),

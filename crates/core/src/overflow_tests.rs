@@ -247,3 +247,68 @@ fn generic_wordings() {
         Some(300_000)
     );
 }
+
+#[test]
+fn a_prompt_token_limit_stated_as_cannot_exceed() {
+    // Cohere's wording, copied by self-hosted servers (docs.cohere.com/reference/errors).
+    let o = yes(
+        Some(400),
+        r#"{"message":"too many tokens: total number of tokens in the prompt cannot exceed 4081 - received 4292. Try using a shorter prompt, or enabling prompt truncating."}"#,
+    );
+    assert_eq!(
+        (o.observed_tokens, o.limit_tokens),
+        (Some(4_292), Some(4_081))
+    );
+    let bare = yes(
+        None,
+        "too many tokens: total number of tokens in the prompt cannot exceed 128000",
+    );
+    assert_eq!(
+        (bare.observed_tokens, bare.limit_tokens),
+        (None, Some(128_000))
+    );
+    // The family, not the literal: other subjects that count the prompt's tokens.
+    let input = yes(
+        Some(400),
+        "The input tokens must not exceed 32,768 (received 40,000).",
+    );
+    assert_eq!(input.limit_tokens, Some(32_768));
+    yes(
+        Some(400),
+        "Error: number of tokens in your messages can't exceed 8192",
+    );
+    yes(
+        Some(400),
+        "too many tokens: size limit exceeded by 11326 tokens. Try using shorter or fewer inputs, or setting prompt_truncation='AUTO'.",
+    );
+    yes(
+        Some(400),
+        "too many tokens: minimal context could not be added to prompt (size limit exceeded by 280 tokens)",
+    );
+}
+
+#[test]
+fn cannot_exceed_about_anything_but_the_prompts_tokens_is_not_an_overflow() {
+    // The requested output (Cohere's own wording for it).
+    no(
+        Some(400),
+        "too many tokens: max tokens must be less than or equal to 4096, the maximum output for this model - received 8192.",
+    );
+    no(Some(400), "max_tokens cannot exceed 4096 for this model");
+    no(Some(400), "The completion tokens cannot exceed 16384.");
+    // Counts of other things in the prompt.
+    no(
+        Some(400),
+        "The number of images in the prompt cannot exceed 10.",
+    );
+    no(Some(400), "The number of tools cannot exceed 128.");
+    no(
+        Some(400),
+        "invalid request: total number of texts must be at most 96 - received 104",
+    );
+    // A per-minute quota on prompt tokens is a wait, not a shrink.
+    no(
+        Some(400),
+        "Input tokens per minute cannot exceed 30000 on your plan.",
+    );
+}

@@ -15,9 +15,11 @@
 //!
 //! Module layout: `gather` (messages → trail, reading what calls and outputs name through
 //! `crate::extract`), `requests` (which user messages are the user's), `render` (budgeted
-//! text), `parse` (text → trail, and merging), `compose` (where the trail goes: after a
-//! notice, into a summary), `stale` (reads superseded later).
+//! text), `tree` (files as a tree under their directories) and `commands` (one line per
+//! program), `parse` (text → trail, and merging), `compose` (where the trail goes: after a
+//! notice, into a summary, after ①'s marker), `stale` (reads superseded later).
 
+mod commands;
 mod compose;
 #[cfg(test)]
 pub(crate) mod fixture_tests;
@@ -30,6 +32,7 @@ mod requests;
 mod stale;
 #[cfg(test)]
 mod tests;
+mod tree;
 
 use crate::tool_names::FileOp;
 
@@ -108,15 +111,23 @@ pub(crate) struct FileEntry {
     pub(crate) touches: u32,
 }
 
-/// A distinct command run by a shell tool.
+/// The runs of one program by a shell tool (`mix test ×6 (4 failed, 2 passed, last
+/// passed)`), grouped so that a long session's hundred commands stay a few lines.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct CommandEntry {
-    /// The command, shortened to its first line and a few dozen characters.
-    pub(crate) command: String,
+    /// The program and its subcommand (`mix test`, `git status`, `cat`).
+    pub(crate) program: String,
     /// How many times it ran.
     pub(crate) runs: u32,
-    /// What its latest run's result said (`exit 1`, `5 tests, 2 failures`), if anything.
-    pub(crate) outcome: Option<String>,
+    /// Runs whose output said they failed, and said they passed (the rest said neither).
+    pub(crate) failed: u32,
+    pub(crate) passed: u32,
+    /// The latest run's outcome: its verdict word and what its output stated
+    /// (`failed: 297 tests, 11 failures`, `passed`); `None` when it stated nothing.
+    pub(crate) last: Option<String>,
+    /// The distinct commands run, first run first, each its first line shortened at a
+    /// word boundary.
+    pub(crate) commands: Vec<String>,
 }
 
 /// An error identifier seen in a tool result.

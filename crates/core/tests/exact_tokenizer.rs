@@ -194,3 +194,26 @@ proptest! {
         assert_same(pairs(), &text);
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1024))]
+    /// Every class the written-out patterns tell apart, and what sits on their borders:
+    /// titlecase (ǅ), modifier (ʰ) and other (中) letters, marks alone and after letters,
+    /// numbers that are not digits (½, Ⅻ, ٣), spaces past ASCII (U+0085, U+2028, U+3000),
+    /// contractions in any case (and ſ, which folds to s), and the slash o200k keeps after
+    /// symbols.
+    #[test]
+    fn counts_every_class_of_the_patterns_as_tiktoken_does(
+        text in "[ \t\r\n\u{b}\u{c}aZsStTdDmMlLrReEvV'/.\\-_0-9½Ⅻ٣ǅʰ中ſ\u{301}\u{85}\u{a0}\u{2028}\u{3000}😀]{0,80}"
+    ) {
+        assert_same(pairs(), &text);
+    }
+
+    /// Pieces longer than the short merge's arrays (128 bytes) merge through the heap.
+    #[test]
+    fn counts_long_pieces_as_tiktoken_does(
+        text in "([a-z]{100,700}|[A-Za-z_]{120,400}|[=#*~-]{130,300}|[中文字ab]{50,200})"
+    ) {
+        assert_same(pairs(), &text);
+    }
+}

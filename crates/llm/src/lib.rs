@@ -45,8 +45,8 @@ pub use error::ClientError;
 pub use executor::Executor;
 pub use http::{header_pairs, transport_error};
 pub use provider::{
-    Provider, is_truncated, response_text, responses_failure, usage_from_body, usage_from_response,
-    usage_from_sse_event,
+    Provider, is_truncated, provider_compacted, response_text, responses_failure, usage_from_body,
+    usage_from_response, usage_from_sse_event,
 };
 pub use stream::{SseEvent, SseStream, UsageProbe, UsageScanner};
 pub use summarizer::prompt::TranscriptLimits;

@@ -132,6 +132,9 @@ fn prompt_tokens_of_usage(provider: Provider, usage: &Value) -> Option<u64> {
             .iter()
             .find_map(|k| usage.get(*k).and_then(Value::as_u64)),
         Provider::Anthropic => {
+            if let Some(Value::Array(iterations)) = usage.get("iterations") {
+                return first_message_iteration(iterations);
+            }
             // A message_delta often carries only output_tokens: no prompt count then.
             let input = usage.get("input_tokens").and_then(Value::as_u64)?;
             let cached = ["cache_read_input_tokens", "cache_creation_input_tokens"]
@@ -141,6 +144,44 @@ fn prompt_tokens_of_usage(provider: Provider, usage: &Value) -> Option<u64> {
             Some(input + cached)
         }
     }
+}
+
+/// The prompt of the request as sent, from Anthropic's `usage.iterations` (server-side
+/// compaction and tool loops): the first `message` entry, or nothing when a `compaction`
+/// entry comes before it (that message then read the provider's summary, not the request
+/// sent, and the compaction's own usage is not the prompt's either).
+fn first_message_iteration(iterations: &[Value]) -> Option<u64> {
+    let first = iterations.iter().find(|i| {
+        matches!(
+            i.get("type").and_then(Value::as_str),
+            Some("message" | "compaction")
+        )
+    })?;
+    if first.get("type").and_then(Value::as_str) != Some("message") {
+        return None;
+    }
+    prompt_tokens_of_usage(Provider::Anthropic, first)
+}
+
+/// Whether an Anthropic SSE event's `data` shows that the provider compacted the prompt
+/// (a `compaction` content block, or a `compaction` entry in `usage.iterations`): the
+/// prompt the answer reports is then not the request sent.
+pub fn provider_compacted(data: &str) -> bool {
+    if !data.contains("compaction") {
+        return false;
+    }
+    let Ok(value) = serde_json::from_str::<Value>(data.trim()) else {
+        return false;
+    };
+    let is_compaction = |v: &Value| v.get("type").and_then(Value::as_str) == Some("compaction");
+    if value.get("content_block").is_some_and(is_compaction) {
+        return true;
+    }
+    let usage = (value.get("usage")).or_else(|| value.get("message").and_then(|m| m.get("usage")));
+    (usage
+        .and_then(|u| u.get("iterations"))
+        .and_then(Value::as_array))
+    .is_some_and(|iterations| iterations.iter().any(is_compaction))
 }
 
 /// The generated text of a non-streaming response: OpenAI `choices[0].message.content`
@@ -310,5 +351,40 @@ mod tests {
             Some(Provider::Anthropic)
         );
         assert!("gemini".parse::<Provider>().is_err());
+    }
+
+    #[test]
+    fn anthropic_usage_iterations_give_the_prompt_of_the_request_sent() {
+        // Shapes: anthropic-sdk-python types/beta/beta_usage.py, beta_message_iteration_usage.py,
+        // beta_compaction_iteration_usage.py (fixtures/provider-compaction.json).
+        let tool_loop = json!({"usage": {"input_tokens": 900, "output_tokens": 50,
+            "iterations": [
+                {"type": "message", "input_tokens": 300, "cache_read_input_tokens": 100,
+                 "cache_creation_input_tokens": 0, "output_tokens": 20, "model": "m"},
+                {"type": "message", "input_tokens": 500, "cache_read_input_tokens": 0,
+                 "cache_creation_input_tokens": 0, "output_tokens": 30, "model": "m"}]}});
+        assert_eq!(
+            usage_from_response(Provider::Anthropic, &tool_loop),
+            Some(400)
+        );
+        let compacted = json!({"usage": {"input_tokens": 2000, "output_tokens": 50,
+            "iterations": [
+                {"type": "compaction", "input_tokens": 180000, "cache_read_input_tokens": 0,
+                 "cache_creation_input_tokens": 0, "output_tokens": 3000},
+                {"type": "message", "input_tokens": 2000, "cache_read_input_tokens": 0,
+                 "cache_creation_input_tokens": 0, "output_tokens": 50, "model": "m"}]}});
+        assert_eq!(usage_from_response(Provider::Anthropic, &compacted), None);
+        let plain = json!({"usage": {"input_tokens": 7, "output_tokens": 1}});
+        assert_eq!(usage_from_response(Provider::Anthropic, &plain), Some(7));
+    }
+
+    #[test]
+    fn a_compaction_block_or_iteration_in_a_stream_means_no_count() {
+        let start = r#"{"type":"content_block_start","index":0,"content_block":{"type":"compaction","content":null,"encrypted_content":null}}"#;
+        assert!(provider_compacted(start));
+        let delta = r#"{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":9,"iterations":[{"type":"compaction","input_tokens":9,"output_tokens":1}]}}"#;
+        assert!(provider_compacted(delta));
+        let text = r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"compaction"}}"#;
+        assert!(!provider_compacted(text));
     }
 }

@@ -12,7 +12,7 @@ use eventsource_stream::{EventStreamError, Eventsource};
 use futures::{Stream, StreamExt};
 
 use crate::http::{header_pairs, transport_error};
-use crate::provider::{Provider, usage_from_sse_event};
+use crate::provider::{Provider, provider_compacted, usage_from_sse_event};
 
 /// One server-sent event.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -161,6 +161,8 @@ pub struct UsageScanner {
     skipping_line: bool,
     data: String,
     tokens: Option<u64>,
+    /// The provider compacted the prompt: no count of the request sent.
+    compacted: bool,
 }
 
 impl UsageScanner {
@@ -172,6 +174,7 @@ impl UsageScanner {
             skipping_line: false,
             data: String::new(),
             tokens: None,
+            compacted: false,
         }
     }
 
@@ -206,9 +209,10 @@ impl UsageScanner {
         self.dispatch();
     }
 
-    /// The last prompt-token count seen.
+    /// The last prompt-token count seen; none once the provider compacted the prompt (an
+    /// Anthropic `compaction` block or iteration), whose count is not of the request sent.
     pub fn prompt_tokens(&self) -> Option<u64> {
-        self.tokens
+        self.tokens.filter(|_| !self.compacted)
     }
 
     fn end_line(&mut self, line: &[u8]) {
@@ -229,6 +233,9 @@ impl UsageScanner {
         if !self.data.is_empty() {
             if let Some(tokens) = usage_from_sse_event(self.provider, &self.data) {
                 self.tokens = Some(tokens);
+            }
+            if self.provider == Provider::Anthropic && provider_compacted(&self.data) {
+                self.compacted = true;
             }
             self.data.clear();
         }
@@ -268,5 +275,15 @@ mod tests {
         probe.record(5);
         probe.clone().record(6);
         assert_eq!(probe.get(), Some(6));
+    }
+
+    #[test]
+    fn a_stream_the_provider_compacted_reports_no_prompt_count() {
+        let mut scanner = UsageScanner::new(Provider::Anthropic);
+        scanner.feed(b"event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":2000}}}\n\n");
+        assert_eq!(scanner.prompt_tokens(), Some(2000));
+        scanner.feed(b"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"compaction\",\"content\":null}}\n\n");
+        scanner.finish();
+        assert_eq!(scanner.prompt_tokens(), None);
     }
 }

@@ -9,8 +9,17 @@
 //! cargo run -p cascade-proxy --example agent_upstream -- --port 9201 --limit 40000 --turns 12
 //! ```
 //!
+//! The provider's own compaction is answered as the API does (shapes from
+//! `fixtures/provider-compaction.json`): a Responses request ending with Codex's
+//! `compaction_trigger` gets exactly one `compaction` item, `POST /v1/responses/compact` the
+//! user messages and a compaction item, and an Anthropic request with a `compact_20260112`
+//! edit over its trigger an answer that begins with a `compaction` block.
+//!
 //! `GET /stats` gives what it saw, per protocol: requests, overflow answers, unpaired
-//! requests, main turns answered, and how many main requests extend the previous one.
+//! requests, main turns answered, how many main requests extend the previous one, the
+//! prompt tokens a provider's prompt cache would serve (the longest common prefix of the
+//! main request's items with the previous one's) and the rest, and who compacted when: the
+//! client (a request without tools that asks for a summary) or the provider.
 //! It counts a request's prompt as its body bytes divided by 3 (not the proxy's estimator).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test tool: a failure ends the run
@@ -20,6 +29,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::response::Response;
+use cascade_test_support::compaction;
 use cascade_test_support::upstream::{self, Answer, Recorded};
 use cascade_test_support::{OverflowKind, overflow_body_sized};
 use serde_json::{Value, json};
@@ -45,6 +55,13 @@ struct Stats {
     extends_previous: u64,
     finished: bool,
     largest_prompt: u64,
+    /// Prompt tokens of main requests a prompt cache would serve, and the rest.
+    cached_tokens: u64,
+    uncached_tokens: u64,
+    /// Compactions: asked of the provider (the main turn they came at), and by the client
+    /// itself (a summary request without tools).
+    provider_compactions: Vec<u64>,
+    client_compactions: Vec<u64>,
     #[serde(skip)]
     previous: Option<Vec<Value>>,
 }
@@ -96,6 +113,20 @@ fn answer(script: &Script, request: Recorded) -> Response {
         }
         ("POST", "/v1/messages") => turn(script, Protocol::Anthropic, &request),
         ("POST", "/v1/responses") => turn(script, Protocol::Responses, &request),
+        ("POST", "/v1/responses/compact") => {
+            let mut all = script.stats.lock().unwrap();
+            let stats = all.entry("responses").or_default();
+            stats.requests += 1;
+            let turn = stats.turns;
+            stats.provider_compactions.push(turn);
+            let n = ANSWERS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let tokens = request.bytes.len() as u64 / 3;
+            eprintln!("agent_upstream: responses: /v1/responses/compact at turn {turn}");
+            upstream::json(
+                200,
+                compaction::compact_endpoint_answer(&request.body, n, tokens),
+            )
+        }
         ("POST", "/v1/messages/count_tokens") => {
             upstream::json(200, json!({"input_tokens": request.bytes.len() / 3}))
         }
@@ -115,7 +146,7 @@ fn turn(script: &Script, protocol: Protocol, request: &Recorded) -> Response {
         Protocol::Responses => "responses",
     };
     let body = &request.body;
-    let tokens = request.bytes.len() as u64 / 3;
+    let tokens = prompt_tokens(protocol, request);
     let mut all = script.stats.lock().unwrap();
     let stats = all.entry(label).or_default();
     stats.requests += 1;
@@ -138,16 +169,47 @@ fn turn(script: &Script, protocol: Protocol, request: &Recorded) -> Response {
         return upstream::raw_json(status, error, &[]);
     }
     stats.largest_prompt = stats.largest_prompt.max(tokens);
+    if protocol == Protocol::Responses && compaction::asks_for_compaction(body) {
+        stats.provider_compactions.push(stats.turns);
+        eprintln!(
+            "agent_upstream: responses: compaction_trigger at turn {}",
+            stats.turns
+        );
+        let n = ANSWERS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        return compaction::trigger_answer(body, n, tokens);
+    }
     let tools = body["tools"].as_array().map_or(0, Vec::len);
-    // Side requests (titles, topic checks, quota probes) carry no tools: a short text.
+    // Side requests (titles, topic checks, quota probes) carry no tools: a short text. A
+    // client's own compaction is one of them (its summary request).
     if tools == 0 {
+        if asks_for_summary(body) {
+            stats.client_compactions.push(stats.turns);
+            eprintln!(
+                "agent_upstream: {label}: the client compacts at turn {}",
+                stats.turns
+            );
+        }
         return reply(protocol, body, tokens, Reply::Text("ok".into()));
     }
     let items = comparable(protocol, body);
+    let cached = stats
+        .previous
+        .as_ref()
+        .map_or(0, |p| common_prefix_tokens(p, &items));
+    stats.cached_tokens += cached.min(tokens);
+    stats.uncached_tokens += tokens.saturating_sub(cached);
     if let Some(previous) = &stats.previous {
         stats.extends_previous += u64::from(items.starts_with(previous));
     }
     stats.previous = Some(items);
+    let compacted_from = (protocol == Protocol::Anthropic)
+        .then(|| compaction::anthropic_threshold(body))
+        .flatten()
+        .filter(|trigger| tokens > *trigger)
+        .map(|_| tokens);
+    if compacted_from.is_some() {
+        stats.provider_compactions.push(stats.turns);
+    }
     stats.main_answered += 1;
     stats.turns += 1;
     let step = stats.turns;
@@ -162,7 +224,91 @@ fn turn(script: &Script, protocol: Protocol, request: &Recorded) -> Response {
     };
     eprintln!("agent_upstream: {label}: turn {step}, prompt {tokens} tokens");
     drop(all);
-    reply(protocol, body, tokens, what)
+    match compacted_from {
+        Some(from) => anthropic_compacted(body, from, what),
+        None => reply(protocol, body, tokens, what),
+    }
+}
+
+/// A request's prompt in the scripted model's tokens (body bytes / 3). An Anthropic request
+/// that carries a compaction block is counted from the block on: the API ignores what
+/// precedes it.
+fn prompt_tokens(protocol: Protocol, request: &Recorded) -> u64 {
+    let whole = request.bytes.len() as u64 / 3;
+    if protocol != Protocol::Anthropic {
+        return whole;
+    }
+    let messages = request.body["messages"].as_array();
+    let start = messages.and_then(|m| {
+        m.iter().rposition(|message| {
+            (message["content"].as_array().into_iter().flatten()).any(|b| b["type"] == "compaction")
+        })
+    });
+    match (messages, start) {
+        (Some(messages), Some(start)) => {
+            let before: usize = messages[..start].iter().map(|m| m.to_string().len()).sum();
+            whole.saturating_sub(before as u64 / 3)
+        }
+        _ => whole,
+    }
+}
+
+/// Whether a side request asks the model for a summary of the conversation (Claude Code's
+/// and Codex's own compaction prompts say so in their last user message).
+fn asks_for_summary(body: &Value) -> bool {
+    let last = (body["messages"]
+        .as_array()
+        .or_else(|| body["input"].as_array()))
+    .and_then(|items| items.last())
+    .map(|m| m.to_string().to_lowercase())
+    .unwrap_or_default();
+    last.contains("summary") || last.contains("summarize") || last.contains("compact")
+}
+
+/// The tokens (serialized bytes / 3) of the longest common prefix of two item lists: what a
+/// provider's prompt cache would serve.
+fn common_prefix_tokens(previous: &[Value], items: &[Value]) -> u64 {
+    let same = previous.iter().zip(items).take_while(|(a, b)| a == b);
+    same.map(|(a, _)| a.to_string().len() as u64).sum::<u64>() / 3
+}
+
+/// An Anthropic answer the provider compacted first: a compaction block, then `what`,
+/// with the compaction's usage only in `usage.iterations`.
+fn anthropic_compacted(body: &Value, compacted_from: u64, what: Reply) -> Response {
+    let n = ANSWERS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let model = body["model"].as_str().unwrap_or("scripted");
+    let block = compaction::anthropic_block(
+        &format!("Summary of turns so far (compaction {n})."),
+        &format!("scripted-{n}"),
+    );
+    let prompt = 2_000;
+    let usage = compaction::anthropic_usage(compacted_from, prompt, 20);
+    let (block2, stream_open, stream_delta, stop) = match what {
+        Reply::Text(text) => (
+            json!({"type": "text", "text": text}),
+            json!({"type": "text", "text": ""}),
+            json!({"type": "text_delta", "text": text}),
+            "end_turn",
+        ),
+        Reply::Tool(step, (name, input)) => {
+            let call = json!({"type": "tool_use", "id": format!("toolu_{step:04}"), "name": name, "input": input});
+            let mut open = call.clone();
+            open["input"] = json!({});
+            let delta = json!({"type": "input_json_delta", "partial_json": input.to_string()});
+            (call, open, delta, "tool_use")
+        }
+    };
+    if body["stream"] == true {
+        let id = format!("msg_{n:05}");
+        let then = (stream_open, stream_delta);
+        let events = compaction::anthropic_stream((&id, model), &block, then, stop, &usage);
+        return upstream::sse(events, Duration::ZERO);
+    }
+    upstream::json(
+        200,
+        json!({"id": format!("msg_{n:05}"), "type": "message", "role": "assistant", "model": model,
+            "content": [block, block2], "stop_reason": stop, "stop_sequence": null, "usage": usage}),
+    )
 }
 
 /// The request's history as comparable items (without `cache_control`, which agents move

@@ -51,12 +51,18 @@ pub use secret::AdminToken;
 pub const DEFAULT_MAX_REQUEST_BYTES: usize = 32 * 1024 * 1024;
 /// Default time to wait for the upstream (headers, and between body chunks).
 pub const DEFAULT_UPSTREAM_TIMEOUT: Duration = Duration::from_secs(600);
-/// Default time a client has to send its request head.
-pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
+/// Default time a client has to send its request head: an agent sends it at once, and a
+/// head that takes longer holds a connection slot.
+pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// Default time a client has to send its request body.
 pub const DEFAULT_BODY_READ_TIMEOUT: Duration = Duration::from_secs(120);
 /// Default limit on open client connections.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
+/// The share of `limits.max_connections` one client address may hold without a complete
+/// request head, unless `limits.max_unfinished_heads_per_peer` says otherwise: 256 of the
+/// default 1024, far above what a fleet of agents on one host has in that state at once (a
+/// head follows its connection within milliseconds), and leaving three quarters to others.
+pub const DEFAULT_UNFINISHED_HEADS_SHARE: usize = 4;
 /// Default time to live of stored state: 7 days.
 pub const DEFAULT_STATE_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
 /// Default cap on stored state: 256 MiB.
@@ -145,12 +151,21 @@ context_cascade::settings_group! {
     pub struct LimitSettings {
         /// Largest request body accepted; larger ones get 413.
         pub max_request_bytes: usize = DEFAULT_MAX_REQUEST_BYTES,
-        /// Open client connections at most; further ones wait until one closes.
+        /// Open client connections at most. Beyond it, a few more are accepted to answer
+        /// `/healthz` (and 503 with `retry-after` to anything else); further ones wait
+        /// until one closes.
         pub max_connections: usize = DEFAULT_MAX_CONNECTIONS,
+        /// Connections one client address (an IPv6 /64) may hold open without having sent
+        /// a complete request head; a newer one closes its oldest. Connections that have
+        /// sent a request are not counted, so any number of agents on one host are served.
+        /// Default: a quarter of `max_connections` (256).
+        pub max_unfinished_heads_per_peer: Option<usize> = None,
         /// Seconds allowed for the upstream to answer (and between two streamed chunks).
         #[serde(rename = "upstream_timeout_secs", with = "seconds")]
         pub upstream_timeout: Duration = DEFAULT_UPSTREAM_TIMEOUT,
-        /// Seconds a client has to send its request head; a slower one is disconnected.
+        /// Seconds a client has to send its request head (the first from connecting, a
+        /// later one on a kept-alive connection from the answer before it); a slower one is
+        /// disconnected.
         #[serde(rename = "header_read_timeout_secs", with = "seconds")]
         pub header_read_timeout: Duration = DEFAULT_HEADER_READ_TIMEOUT,
         /// Seconds a client has to send its request body; a slower one gets 408.
@@ -181,6 +196,19 @@ context_cascade::settings_group! {
     }
 }
 
+/// What the client is told the prompt took.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Gauge {
+    /// The usage of what was sent upstream, as the provider reported it (the default: the
+    /// better of the two with Claude Code and Codex, docs/proxy.md has the figures).
+    #[default]
+    Upstream,
+    /// The size of what the client sent: the upstream's count scaled by the request's own
+    /// estimate before and after the cascade.
+    Client,
+}
+
 context_cascade::settings_group! {
     /// `[requests]`: what the proxy does to each request besides the cascade.
     pub struct RequestSettings {
@@ -190,6 +218,11 @@ context_cascade::settings_group! {
         /// Send a request the cascade would leave as it is upstream without parsing it into
         /// a conversation (same bytes, same decision).
         pub fast_path: bool = true,
+        /// What an answer's usage tells the client its prompt took: `"upstream"`, the usage
+        /// of what went upstream, as reported; or `"client"`, the size of what the client
+        /// sent (the upstream's count scaled by the request's estimate before and after the
+        /// cascade), so that a client's own compaction fires near its threshold.
+        pub gauge: Gauge = Gauge::default(),
         /// Keep what the cascade removes (sealed with a key from the client's credential)
         /// and give the model a `context_recall` tool to get it back by handle or search.
         /// Non-streaming requests only so far: a streamed request gets neither the tool nor
@@ -316,6 +349,12 @@ impl ProxyConfig {
         if self.limits.max_connections == 0 {
             return bad("limits.max_connections", &0, "at least 1");
         }
+        if self.limits.max_unfinished_heads_per_peer == Some(0) {
+            return bad("limits.max_unfinished_heads_per_peer", &0, "at least 1");
+        }
+        if self.limits.header_read_timeout.is_zero() {
+            return bad("limits.header_read_timeout_secs", &0, "at least 1 second");
+        }
         if let Some(url) = &self.state.url
             && !is_redis_url(url)
         {
@@ -349,6 +388,14 @@ impl ProxyConfig {
             return Err(bad("the URL has no host"));
         }
         Ok(())
+    }
+
+    /// Connections one client address may hold without a complete request head:
+    /// `limits.max_unfinished_heads_per_peer`, else a quarter of `limits.max_connections`
+    /// (at least 1).
+    pub fn max_unfinished_heads_per_peer(&self) -> usize {
+        let share = self.limits.max_connections / DEFAULT_UNFINISHED_HEADS_SHARE;
+        (self.limits.max_unfinished_heads_per_peer).unwrap_or(share.max(1))
     }
 
     /// The upstream base URL without a trailing slash.

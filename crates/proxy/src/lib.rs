@@ -10,7 +10,8 @@
 //! - `POST /v1/responses` (OpenAI Responses API) the same way; a request whose history the
 //!   provider holds (`previous_response_id`, `conversation`) is forwarded untouched.
 //! - Every other path and method is forwarded untouched.
-//! - `GET /metrics` (Prometheus text) and `GET /healthz`.
+//! - `GET /metrics` (Prometheus text; loopback only unless an admin token is set, like the
+//!   status page) and `GET /healthz` (anyone, even at the connection limit).
 //! - SQLite (or Redis, shared by replicas: `--state redis://...`): a summary cache, the
 //!   token calibration per model, remembered facts per conversation, and the sticky prefix
 //!   that keeps the provider's prompt cache hitting.

@@ -1,5 +1,6 @@
 //! Slow clients cannot hold the proxy: a request head or body that trickles in is cut at
-//! its read timeout, and connections beyond the limit wait for a free slot.
+//! its read timeout, and connections beyond the limit are answered 503 with `retry-after`
+//! until a slot frees (connection_admission.rs has the hostile cases).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, unreachable_pub)] // test code: a failure is a test failure
 
@@ -76,8 +77,14 @@ async fn a_trickling_body_is_cut_at_the_body_timeout() {
 }
 
 #[tokio::test]
-async fn connections_beyond_the_limit_wait_for_a_slot() {
-    let proxy = proxy(|c| c.limits.max_connections = 2).await;
+async fn connections_beyond_the_limit_are_told_to_retry_until_a_slot_frees() {
+    let proxy = proxy(|c| {
+        c.limits.max_connections = 2;
+        // Both held connections are this client's unfinished heads: a quarter of 2 would
+        // let the request close them (connection_admission.rs tests that).
+        c.limits.max_unfinished_heads_per_peer = Some(8);
+    })
+    .await;
     let address = proxy.trim_start_matches("http://").to_owned();
     let held = vec![
         TcpStream::connect(&address).await.unwrap(),
@@ -89,11 +96,13 @@ async fn connections_beyond_the_limit_wait_for_a_slot() {
     let send = || {
         client
             .post(format!("{proxy}/v1/chat/completions"))
-            .timeout(Duration::from_secs(1))
+            .timeout(Duration::from_secs(5))
             .json(&body)
             .send()
     };
-    assert!(send().await.is_err(), "a third connection was served");
+    let refused = send().await.unwrap();
+    assert_eq!(refused.status(), 503, "a third connection was served");
+    assert_eq!(refused.headers()["retry-after"], "1");
     drop(held);
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(send().await.unwrap().status(), 200);

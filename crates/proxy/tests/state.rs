@@ -105,6 +105,49 @@ async fn remembered_fact_comes_back_after_the_client_drops_it() {
     );
 }
 
+/// A remembered fact over the store's limit is kept as its head and a note: a request that
+/// still carries the whole message gets nothing injected, one that dropped it gets the head
+/// and the note (never the 200 kB).
+#[tokio::test]
+async fn a_long_remembered_fact_comes_back_as_its_head_and_a_note() {
+    let h = start(Script::new(1_000_000), |c| c.window.force = Some(128_000)).await;
+    let fact = format!(
+        "Please remember this config: {}",
+        "key=value; ".repeat(20_000)
+    );
+    let mut messages = history(2, 100, &fact);
+    let carried = json!({"model": "gpt-4o", "messages": messages.clone()});
+    for _ in 0..2 {
+        assert_eq!(
+            post(&h, "/v1/chat/completions", &carried).await.status(),
+            200
+        );
+    }
+    messages.pop();
+    messages.push(json!({"role": "user", "content": "Which config again?"}));
+    let dropped = json!({"model": "gpt-4o", "messages": messages});
+    assert_eq!(
+        post(&h, "/v1/chat/completions", &dropped).await.status(),
+        200
+    );
+    let seen = h.script.seen();
+    for carried in &seen[..2] {
+        assert!(!String::from_utf8_lossy(&carried.body).contains("context-cascade memory"));
+    }
+    let sent: Value = serde_json::from_slice(&seen[2].body).unwrap();
+    let memory = sent["messages"][1]["content"].as_str().unwrap();
+    assert!(
+        memory.contains("Please remember this config: key=value;"),
+        "{memory}"
+    );
+    assert!(memory.len() < 8192 + 300, "{} bytes injected", memory.len());
+    assert!(
+        memory.ends_with("bytes of this fact were not kept]"),
+        "{memory}"
+    );
+    assert_eq!(h.state.metrics().facts_injected, 1);
+}
+
 #[tokio::test]
 async fn window_is_discovered_from_llama_cpp_props() {
     let mut script = Script::new(1_000_000);

@@ -103,10 +103,10 @@ async fn the_size_cap_evicts_the_oldest_entries() {
             .await
             .unwrap();
     }
-    // Writes never evict: the timer's pass does.
-    assert!(store.stored_bytes().unwrap() > 20_000);
-    store.evict(now()).unwrap();
+    // The writes themselves kept the cap (tests/store_forgets.rs checks every write); the
+    // timer's pass finds nothing more to do.
     assert!(store.stored_bytes().unwrap() <= 20_000);
+    assert_eq!(store.evict(now()).unwrap(), 0);
     assert!(
         store.summary("k99").await.unwrap().is_some(),
         "the newest stays"
@@ -115,6 +115,37 @@ async fn the_size_cap_evicts_the_oldest_entries() {
         store.summary("k0").await.unwrap().is_none(),
         "the oldest goes"
     );
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+/// Recall's sealed chunks count against the cap like the other tables: each write keeps
+/// the cap, the oldest chunks go first, a chunk kept again is not counted twice, and the
+/// time to live takes them too.
+#[tokio::test]
+async fn recall_chunks_are_counted_and_evicted_by_the_cap() {
+    let root = temp_dir("recall-cap");
+    let retention = Retention {
+        ttl: Duration::from_secs(7 * 24 * 3600),
+        max_bytes: 20_000,
+    };
+    let store = SqliteStore::open(&root.join("r.db"), retention).unwrap();
+    for i in 0..40 {
+        let rows = vec![(format!("tag{i:02}"), vec![b'x'; 1000])];
+        store.put_recall("conv", rows).await.unwrap();
+        let stored = store.stored_bytes().unwrap();
+        assert!(stored <= 20_000, "write {i}: {stored} bytes stored");
+    }
+    let kept = store.recall_rows("conv").await.unwrap().len();
+    assert!((10..40).contains(&kept), "the cap keeps the newest: {kept}");
+    // The newest again: only marked used, counted once.
+    let before = store.stored_bytes().unwrap();
+    let again = vec![("tag39".to_owned(), vec![b'x'; 1000])];
+    store.put_recall("conv", again).await.unwrap();
+    assert_eq!(store.stored_bytes().unwrap(), before);
+    assert_eq!(store.recall_rows("conv").await.unwrap().len(), kept);
+    assert!(store.evict(now() + 8 * 24 * 3600).unwrap() >= kept);
+    assert_eq!(store.stored_bytes().unwrap(), 0);
+    assert!(store.recall_rows("conv").await.unwrap().is_empty());
     let _ = std::fs::remove_dir_all(&root);
 }
 

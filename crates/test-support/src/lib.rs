@@ -3,11 +3,13 @@
 //! What the tests of cascade-llm, cascade-proxy and the `cascade` CLI share instead of
 //! copying: the path of the vendored fixtures, the overflow error bodies real providers send
 //! (read from `fixtures/overflow-errors.json`, not written by hand), and one scripted HTTP
-//! upstream on loopback ([`upstream`]), and a generated tool-reading session
-//! ([`tool_session_body`]).
+//! upstream on loopback ([`upstream`]) with the providers' own compaction answers
+//! ([`compaction`], shapes from `fixtures/provider-compaction.json`), and a generated
+//! tool-reading session ([`tool_session_body`]).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test support: a failure is a test failure
 
+pub mod compaction;
 pub mod overflow;
 pub mod upstream;
 

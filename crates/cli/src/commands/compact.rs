@@ -35,6 +35,7 @@ pub(crate) fn run(args: &CompactArgs) -> Result<(), CliError> {
         mut conversation,
         budget,
         manager,
+        ..
     } = args.cascade.load(args.file.as_deref())?;
     let report = pollster::block_on(manager.compact_with_summary(&mut conversation, budget));
 

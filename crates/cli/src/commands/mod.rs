@@ -8,6 +8,7 @@ pub(crate) mod inspect;
 pub(crate) mod models;
 pub(crate) mod proxy;
 pub(crate) mod replay;
+mod replay_cost;
 
 use std::sync::Arc;
 
@@ -62,6 +63,9 @@ pub(crate) struct Loaded {
     pub(crate) conversation: Conversation,
     pub(crate) budget: Budget,
     pub(crate) manager: ContextManager,
+    /// The engine's settings and counters, for what prices a session (`replay --cost`).
+    pub(crate) config: context_cascade::CascadeConfig,
+    pub(crate) counters: Option<context_cascade::estimate::CounterFor>,
 }
 
 impl CascadeArgs {
@@ -78,6 +82,8 @@ impl CascadeArgs {
             conversation,
             budget: resolved.budget,
             manager,
+            config: resolved.cascade().clone(),
+            counters: resolved.counters(),
         })
     }
 }

@@ -25,6 +25,11 @@ pub(crate) struct ReplayArgs {
     /// Draw the timeline as an SVG chart into this file.
     #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<PathBuf>,
+    /// Print instead what the session costs in tokens and money under the cascade and
+    /// the alternatives (clients compacting by themselves, no management), priced with
+    /// the model's published prompt-cache rules.
+    #[arg(long)]
+    pub cost: bool,
 }
 
 /// Replays, prints the timeline and totals, draws the plot.
@@ -34,7 +39,13 @@ pub(crate) fn run(args: &ReplayArgs) -> Result<(), CliError> {
         conversation,
         budget,
         manager,
+        config,
+        counters,
     } = args.cascade.load(Some(&args.file))?;
+    if args.cost {
+        let text = super::replay_cost::render(&name, &conversation, budget, &config, counters);
+        return crate::input::write(None, text.as_bytes());
+    }
 
     let turns = call_count(&conversation);
     let progress = (turns > PROGRESS_THRESHOLD && std::io::stderr().is_terminal()).then(|| {

@@ -116,9 +116,8 @@ impl ContextManager {
 #[cfg(feature = "exact")]
 impl ContextManager {
     /// Counts the requests of OpenAI models exactly, each with its model's tokenizer
-    /// (o200k_base, cl100k_base); other models keep the prior. A tokenizer's tables load on
-    /// its first count (about 80 ms): a server may count once at startup, on a thread of its
-    /// own, so that no request waits for them.
+    /// (o200k_base, cl100k_base); other models keep the prior. The tokenizers' tables are in
+    /// the binary: nothing loads, the first count reads the pages it touches.
     pub fn with_exact_counts(self) -> Self {
         self.with_token_counters(std::sync::Arc::new(
             crate::estimate::exact::counter_for_model,

@@ -12,7 +12,7 @@ use crate::config::Budget;
 use crate::conversation::Conversation;
 use crate::escalation::{self, Escalation, OldResults, Progress, Recovery};
 use crate::middle::{self, KeepRules, Summaries};
-use crate::report::Report;
+use crate::report::{Report, Step};
 use crate::step::StepContext;
 use crate::strategy::compact_tools::{CompactMode, compact_tool_results};
 use crate::strategy::prune::{prune_history, recent_messages};
@@ -233,12 +233,18 @@ impl ContextManager {
                 let rules = KeepRules::keeping(recent);
                 let mut pruned = conversation.clone();
                 let mut step = prune_history(&mut pruned, cx, rules, target);
-                if target < spec && (step.is_none() || cx.tokens(&pruned) > target) {
+                // What ③ keeps is judged against the target; its trail may take room above
+                // it (middle/notice.rs: the trail's budget is counted against the window).
+                let reached = |step: &Option<Step>, pruned: &Conversation, target: u64| {
+                    let trail = step.as_ref().and_then(|s| s.trail).map_or(0, |t| t.tokens);
+                    step.is_some() && cx.tokens(pruned).saturating_sub(trail) <= target
+                };
+                if target < spec && !reached(&step, &pruned, target) {
                     target = spec;
                     pruned = conversation.clone();
                     step = prune_history(&mut pruned, cx, KeepRules::keeping(recent), target);
                 }
-                if step.is_some() && cx.tokens(&pruned) <= target {
+                if reached(&step, &pruned, target) {
                     *conversation = pruned;
                     report.steps.extend(step);
                     None

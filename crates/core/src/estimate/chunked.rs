@@ -15,88 +15,44 @@
 //! none for a repeated character (`tests::a_cut_moves_the_count_by_less_than_a_token`).
 
 use std::ops::Range;
-use std::sync::OnceLock;
 
 /// The longest piece merged whole, in bytes. Far longer than any piece of ordinary text
 /// (words, numbers, indentation), short enough that merging one costs well under a
 /// millisecond and a megabyte.
 pub const CHUNK_BYTES: usize = 8 * 1024;
 
-/// o200k_base's pattern (tiktoken-rs exports it).
-pub(crate) const O200K_BASE_PATTERN: &str = tiktoken_rs::O200K_BASE_PAT_STR;
+/// How a tokenizer splits a text into pieces: calls the second argument with each piece's
+/// byte range, in order.
+pub(crate) type Split<'a> = &'a dyn Fn(&str, &mut dyn FnMut(Range<usize>));
 
-/// cl100k_base's pattern, as tiktoken-rs 0.12 builds it (it does not export it).
-pub(crate) const CL100K_BASE_PATTERN: &str = "'(?i:[sdmt]|ll|ve|re)|[^\\r\\n\\p{L}\\p{N}]?+\\p{L}++|\\p{N}{1,3}+| ?[^\\s\\p{L}\\p{N}]++[\\r\\n]*+|\\s++$|\\s*[\\r\\n]|\\s+(?!\\S)|\\s";
-
-/// A tokenizer's pattern, to find the pieces longer than a chunk (compiled on the first
-/// text that may hold one: most processes never see one).
+/// Finds the pieces longer than a chunk and where to cut them.
+#[derive(Debug, Clone, Copy)]
 pub(crate) struct Cutter {
-    pattern: &'static str,
     chunk: usize,
-    pieces: OnceLock<Option<fancy_regex::Regex>>,
-}
-
-impl std::fmt::Debug for Cutter {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Cutter")
-            .field("chunk", &self.chunk)
-            .finish_non_exhaustive()
-    }
 }
 
 impl Cutter {
-    /// The cutter of a tokenizer's `pattern` ([`O200K_BASE_PATTERN`],
-    /// [`CL100K_BASE_PATTERN`]), cutting pieces longer than `chunk` bytes (at least 4: a
-    /// cut lands on a character boundary).
-    pub(crate) fn new(pattern: &'static str, chunk: usize) -> Self {
+    /// A cutter of pieces longer than `chunk` bytes (at least 4: a cut lands on a
+    /// character boundary).
+    pub(crate) fn new(chunk: usize) -> Self {
         Cutter {
-            pattern,
             chunk: chunk.max(4),
-            pieces: OnceLock::new(),
         }
     }
 
-    /// Byte offsets to cut `text` at, in order: none when no piece is longer than the
-    /// chunk, otherwise every chunk bytes inside each longer piece.
-    pub(crate) fn cuts(&self, text: &str) -> Vec<usize> {
+    /// Byte offsets to cut `text` at, in order: none when no piece (as `split` finds them)
+    /// is longer than the chunk, otherwise every chunk bytes inside each longer piece.
+    pub(crate) fn cuts(&self, text: &str, split: Split<'_>) -> Vec<usize> {
         let mut cuts = Vec::new();
         if !may_hold_a_piece_over(text.as_bytes(), self.chunk) {
             return cuts;
         }
-        let Some(pieces) = self.pieces() else {
-            return cuts;
-        };
-        let mut end = 0;
-        for piece in pieces.find_iter(text) {
-            match piece {
-                Ok(piece) => {
-                    if piece.end() - piece.start() > self.chunk {
-                        self.cut_every_chunk(text, piece.range(), &mut cuts);
-                    }
-                    end = piece.end();
-                }
-                // The pattern gave up (fancy-regex's backtracking limit), where tiktoken
-                // would panic: cut the rest as if it were one piece.
-                Err(_) => {
-                    self.cut_every_chunk(text, end..text.len(), &mut cuts);
-                    break;
-                }
+        split(text, &mut |piece| {
+            if piece.end - piece.start > self.chunk {
+                self.cut_every_chunk(text, piece, &mut cuts);
             }
-        }
-        cuts
-    }
-
-    /// The compiled pattern; `None` if it does not compile (it is the one tiktoken-rs
-    /// compiles, so never in practice), and then nothing is cut.
-    fn pieces(&self) -> Option<&fancy_regex::Regex> {
-        let compiled = self.pieces.get_or_init(|| {
-            fancy_regex::Regex::new(self.pattern)
-                .inspect_err(|error| {
-                    tracing::warn!(%error, "the tokenizer's pattern: long pieces are not cut");
-                })
-                .ok()
         });
-        compiled.as_ref()
+        cuts
     }
 
     /// Cuts inside `range` every chunk bytes, each cut moved back to a character boundary.
@@ -152,12 +108,16 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
 
-    /// Both tokenizers: their pattern and their BPE.
-    fn tokenizers() -> [(&'static str, tiktoken_rs::CoreBPE); 2] {
-        [
-            (O200K_BASE_PATTERN, tiktoken_rs::o200k_base().unwrap()),
-            (CL100K_BASE_PATTERN, tiktoken_rs::cl100k_base().unwrap()),
-        ]
+    use crate::estimate::exact::{Encoding, ExactCounter};
+
+    /// Both tokenizers.
+    fn tokenizers() -> [ExactCounter; 2] {
+        [Encoding::O200kBase, Encoding::Cl100kBase].map(|e| ExactCounter::new(e).unwrap())
+    }
+
+    /// o200k_base's split.
+    fn o200k(text: &str, piece: &mut dyn FnMut(Range<usize>)) {
+        tokenizers()[0].split(text, piece)
     }
 
     /// Pseudo-random text of `n` bytes drawn from `alphabet` (xorshift, fixed seed).
@@ -173,17 +133,17 @@ mod tests {
         text
     }
 
-    fn cutter(chunk: usize) -> Cutter {
-        Cutter::new(O200K_BASE_PATTERN, chunk)
+    fn cuts(chunk: usize, text: &str) -> Vec<usize> {
+        Cutter::new(chunk).cuts(text, &o200k)
     }
 
     #[test]
     fn a_long_run_is_cut_every_chunk_on_character_boundaries() {
         let text = "a".repeat(10_000);
-        assert_eq!(cutter(4096).cuts(&text), vec![4096, 8192]);
+        assert_eq!(cuts(4096, &text), vec![4096, 8192]);
         // Three-byte characters: each cut falls back to the boundary before it.
         let text = "中".repeat(3_000);
-        let cuts = cutter(4096).cuts(&text);
+        let cuts = cuts(4096, &text);
         assert_eq!(cuts, vec![4095, 8190]);
         assert!(cuts.iter().all(|&c| text.is_char_boundary(c)));
         let parts: Vec<&str> = parts(&text, &cuts).collect();
@@ -197,14 +157,14 @@ mod tests {
         // The run starts after "world " (the space goes with it): cuts 100 bytes apart.
         let start = "hello world".len();
         assert_eq!(
-            cutter(100).cuts(&text),
+            cuts(100, &text),
             vec![start + 100, start + 200, start + 300]
         );
         // Long texts with short pieces are not cut, whatever their length.
         let prose = "The quick brown fox jumps over the lazy dog. ".repeat(1_000);
-        assert!(cutter(100).cuts(&prose).is_empty());
+        assert!(cuts(100, &prose).is_empty());
         let cjk = "中文字符，日本語のテキスト、".repeat(1_000);
-        assert!(cutter(100).cuts(&cjk).is_empty());
+        assert!(cuts(100, &cjk).is_empty());
     }
 
     #[test]
@@ -233,14 +193,14 @@ mod tests {
             random_text(&['中', '文', '字', '符', '日', '本'], 20_000),
             "a".repeat(20_000),
         ];
-        for (pattern, bpe) in tokenizers() {
-            let cutter = Cutter::new(pattern, 1024);
+        for counter in tokenizers() {
+            let cutter = Cutter::new(1024);
             for text in &kinds {
-                let cuts = cutter.cuts(text);
+                let cuts = cutter.cuts(text, &|t, f| counter.split(t, f));
                 assert!(cuts.len() >= 19, "{} cuts", cuts.len());
                 assert_eq!(parts(text, &cuts).collect::<String>(), *text);
-                let exact = bpe.count_ordinary(text) as i64;
-                let counted: usize = parts(text, &cuts).map(|p| bpe.count_ordinary(p)).sum();
+                let exact = counter.count_whole(text) as i64;
+                let counted: usize = parts(text, &cuts).map(|p| counter.count_whole(p)).sum();
                 let counted = counted as i64;
                 assert!(
                     (counted - exact).abs() <= cuts.len() as i64,
@@ -267,15 +227,11 @@ mod tests {
         }
         assert!(texts.len() > 1_000, "{} texts", texts.len());
         let mut long_pieces = 0;
-        for pattern in [O200K_BASE_PATTERN, CL100K_BASE_PATTERN] {
+        for counter in tokenizers() {
             for chunk in [8, 32] {
-                let pieces = Cutter::new(pattern, chunk);
-                let pieces = pieces.pieces().unwrap();
                 for text in &texts {
-                    let longest = (pieces.find_iter(text))
-                        .map(|p| p.unwrap().as_str().len())
-                        .max()
-                        .unwrap_or(0);
+                    let mut longest = 0;
+                    counter.split(text, &mut |p| longest = longest.max(p.len()));
                     if longest > chunk {
                         long_pieces += 1;
                         assert!(

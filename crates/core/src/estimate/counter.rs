@@ -109,7 +109,7 @@ impl Counters {
             return false;
         }
         tracing::warn!(
-            model,
+            model = ?crate::logged::clipped(model),
             counted,
             real,
             "the provider counts this model's requests otherwise than its public tokenizer: \

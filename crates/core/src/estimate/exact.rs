@@ -1,27 +1,37 @@
-//! Exact token counts with a real tokenizer (feature `exact`): OpenAI's o200k_base and
-//! cl100k_base through tiktoken-rs 0.12, with the chat framing OpenAI documents. Its
-//! tables are built at load (about 80 ms); `tests/exact_tokenizer.rs` checks that it counts
-//! every text of every fixture message as 0.7, the version used before, did (docs/benchmarks.md
-//! §11, "Cold cost of exact counts", has the implementations compared).
+//! Exact token counts with OpenAI's o200k_base and cl100k_base (feature `exact`), with the
+//! chat framing OpenAI documents. The vocabularies are tables in the binary
+//! (`estimate::vocab`, laid out by `build.rs` from tiktoken-rs's copy of OpenAI's files) and
+//! the pre-tokenizing patterns are written out (`estimate::pieces`): nothing is built at
+//! load, and counting costs a byte scan plus one table lookup per word.
+//! `tests/exact_tokenizer.rs` checks every text of every fixture message against tiktoken-rs
+//! (docs/benchmarks.md §11 compares the implementations).
 //!
 //! Two uses. [`ExactCounter::count_conversation`] is the benchmarks' yardstick: the same
 //! texts the prior counts, with the prior's fixed costs. The [`TokenCounter`] impl is what
 //! the engine uses for OpenAI models ([`counter_for_model`]): per message 3 tokens of
 //! framing plus the role, the name (+1) and the content; per request 3 tokens of reply
 //! priming plus the `tools` definitions by the cookbook's rule (OpenAI cookbook, "How to
-//! count tokens with tiktoken"). Counting 100K tokens takes about 15 ms, so every
-//! message's count is memoized by its identity ([`crate::MessageId`]): a request that extends the
-//! previous one tokenizes only its new messages.
+//! count tokens with tiktoken"). Every message's count is also memoized by its identity
+//! ([`crate::MessageId`]): a request that extends the previous one tokenizes only its new
+//! messages.
+//!
+//! The memo is process-wide (one per encoding, shared by every tenant of a proxy). That is
+//! safe: it maps a hash of a message's bytes to a number of tokens, which any process could
+//! compute from the same bytes, so it hands nothing of one tenant's content to another; and
+//! it is bounded ([`MEMO_CAPACITY`] entries of 24 bytes, about 3 MB, cleared when full).
 
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
+use std::ops::Range;
 use std::sync::{Mutex, OnceLock};
 
 use rustc_hash::FxHasher;
 use serde_json::Value;
 
-use super::chunked::{CL100K_BASE_PATTERN, Cutter, O200K_BASE_PATTERN, parts};
+use super::chunked::{Cutter, parts};
 use super::counter::TokenCounter;
+use super::pieces::Classes;
+use super::vocab::Vocab;
 use crate::conversation::{Block, Conversation, Message};
 use crate::identity::MessageId;
 
@@ -80,17 +90,18 @@ const PER_MESSAGE: u64 = 3;
 const PER_NAME: u64 = 1;
 const REPLY_PRIMING: u64 = 3;
 /// At most this many message counts are memoized; a full memo starts over.
-const MEMO_CAPACITY: usize = 1 << 16;
+pub const MEMO_CAPACITY: usize = 1 << 16;
 
 /// Counts by message identity (equal messages bill equally).
 type Memo = HashMap<MessageId, u64, BuildHasherDefault<FxHasher>>;
 
 pub use super::chunked::CHUNK_BYTES;
 
-/// A loaded tokenizer, with its memo of message counts.
+/// A tokenizer, with its memo of message counts.
 pub struct ExactCounter {
     encoding: Encoding,
-    bpe: tiktoken_rs::CoreBPE,
+    vocab: Vocab,
+    classes: Classes,
     cutter: Cutter,
     memo: Mutex<Memo>,
 }
@@ -124,23 +135,22 @@ pub fn counter_for_model(model: &str) -> Option<&'static dyn TokenCounter> {
 }
 
 impl ExactCounter {
-    /// Loads the tokenizer's ranks (embedded in tiktoken-rs; no network).
+    /// The tokenizer of `encoding`: its tables are in the binary, so this only reads the
+    /// Unicode classes its pattern uses (well under a millisecond).
     pub fn new(encoding: Encoding) -> Result<Self, crate::error::Error> {
-        let bpe = match encoding {
-            Encoding::O200kBase => tiktoken_rs::o200k_base(),
-            Encoding::Cl100kBase => tiktoken_rs::cl100k_base(),
+        let vocab = match encoding {
+            Encoding::O200kBase => Vocab::o200k_base(),
+            Encoding::Cl100kBase => Vocab::cl100k_base(),
         }
-        .map_err(|e| crate::error::Error::Tokenizer(e.to_string()))?;
+        .ok_or_else(|| {
+            crate::error::Error::Tokenizer(format!("{}: the built tables", encoding.name()))
+        })?;
+        let classes = Classes::new().map_err(crate::error::Error::Tokenizer)?;
         Ok(ExactCounter {
             encoding,
-            bpe,
-            cutter: Cutter::new(
-                match encoding {
-                    Encoding::O200kBase => O200K_BASE_PATTERN,
-                    Encoding::Cl100kBase => CL100K_BASE_PATTERN,
-                },
-                CHUNK_BYTES,
-            ),
+            vocab,
+            classes,
+            cutter: Cutter::new(CHUNK_BYTES),
             memo: Mutex::new(Memo::default()),
         })
     }
@@ -154,13 +164,32 @@ impl ExactCounter {
     /// for any ordinary text), otherwise with each longer piece counted in chunks
     /// (`estimate::chunked`), which can differ by under a token per cut.
     pub fn count(&self, text: &str) -> usize {
-        let cuts = self.cutter.cuts(text);
+        let cuts = self.cutter.cuts(text, &|t, f| self.split(t, f));
         if cuts.is_empty() {
-            return self.bpe.count_ordinary(text);
+            return self.count_whole(text);
         }
-        parts(text, &cuts)
-            .map(|part| self.bpe.count_ordinary(part))
-            .sum()
+        parts(text, &cuts).map(|part| self.count_whole(part)).sum()
+    }
+
+    /// Tokens of a text with no piece cut, as tiktoken's `encode_ordinary(text).len()`.
+    pub(crate) fn count_whole(&self, text: &str) -> usize {
+        let mut tokens = 0;
+        let bytes = text.as_bytes();
+        self.split(text, &mut |piece| {
+            tokens += bytes
+                .get(piece)
+                .map_or(0, |piece| self.vocab.piece_tokens(piece));
+        });
+        tokens
+    }
+
+    /// Calls `piece` with the byte range of every piece of `text`, as the encoding's
+    /// pattern splits it before merging.
+    pub(crate) fn split(&self, text: &str, piece: &mut dyn FnMut(Range<usize>)) {
+        match self.encoding {
+            Encoding::O200kBase => self.classes.o200k(text, piece),
+            Encoding::Cl100kBase => self.classes.cl100k(text, piece),
+        }
     }
 
     /// The benchmarks' yardstick: tokens of a request counted over the same texts the

@@ -268,6 +268,41 @@ pub(crate) fn short_command(command: &str, max: usize) -> String {
     }
 }
 
+/// The program a command runs, as the trail groups runs: its first step that is not a
+/// `cd`, without wrappers and `VAR=value` words, by its first word and a subcommand
+/// (`mix test`, `git status`, `cargo test`), not by its arguments (`cat`, `python`).
+pub(crate) fn command_program(command: &str) -> String {
+    let short = short_command(command, usize::MAX);
+    let step = short
+        .split("&&")
+        .flat_map(|s| s.split([';', '|']))
+        .map(str::trim)
+        .find(|s| !s.is_empty() && !s.starts_with("cd "))
+        .unwrap_or(short.as_str())
+        .trim_matches(['\'', '"']);
+    let mut words = step.split_whitespace().skip_while(|w| {
+        w.contains('=')
+            || matches!(*w, "sudo" | "env" | "time" | "timeout" | "nohup")
+            || w.bytes().all(|b| b.is_ascii_digit())
+    });
+    let Some(first) = words.next() else {
+        return String::new();
+    };
+    let first = first.rsplit('/').next().unwrap_or(first);
+    let subcommand = words.next().filter(|w| {
+        w.len() > 1
+            && w.bytes()
+                .all(|b| b.is_ascii_lowercase() || b == b'-' || b == b'_' || b == b':')
+            && !w.starts_with('-')
+    });
+    match subcommand {
+        Some(sub) if !matches!(first, "cat" | "ls" | "echo" | "rm" | "cd" | "head" | "tail") => {
+            format!("{first} {sub}")
+        }
+        _ => first.to_owned(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure is a test failure
@@ -302,5 +337,22 @@ mod tests {
             call_files(&read, None).files,
             call_files(&other, None).files
         );
+    }
+
+    #[test]
+    fn commands_are_grouped_by_program_and_subcommand() {
+        assert_eq!(
+            command_program("cd /p && mix test test/a_test.exs 2>&1 | tail -5"),
+            "mix test"
+        );
+        assert_eq!(
+            command_program("MIX_ENV=test mix compile --force"),
+            "mix compile"
+        );
+        assert_eq!(command_program("bash -lc 'git status'"), "git status");
+        assert_eq!(command_program("cat /home/u/p/lib/a.ex"), "cat");
+        assert_eq!(command_program("python reproduce.py"), "python");
+        assert_eq!(command_program("/usr/bin/cargo test -p x"), "cargo test");
+        assert_eq!(command_program("timeout 60 ponyc -V"), "ponyc");
     }
 }

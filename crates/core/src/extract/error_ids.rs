@@ -123,6 +123,17 @@ pub(crate) enum Output {
 /// the result is marked as an error; when no identifier is found in a non-shell result,
 /// its first error line stands for one (a shell's failure is its command's outcome).
 pub(crate) fn error_ids(text: &str, output: Output, flagged: bool) -> Vec<String> {
+    // A result ① cut: its head, then the identifiers of the cut part listed after the
+    // marker (`errors: A; B`), which no pattern would find on that line.
+    if let Some((head, note)) = super::cut_note::split(text) {
+        let mut ids = error_ids(head, output, flagged);
+        for id in note.errors {
+            if !ids.contains(&id) {
+                ids.push(id);
+            }
+        }
+        return ids;
+    }
     if output == Output::Content && !flagged {
         return error_lines::failure_head(text)
             .map(|line| vec![cut(&line, MESSAGE_CHARS)])
@@ -419,12 +430,28 @@ pub(crate) fn program(source: &str) -> String {
         .join(" ")
 }
 
-/// `text` cut to at most `max` characters (on a char boundary), `…` marking the cut.
+/// `text` cut to about `max` characters, `…` marking the cut, never inside a word: a path
+/// or an identifier cut in its middle (`/home/u/projects/spotte…`) names nothing an agent
+/// can find again. The cut falls at the last whitespace before `max`; a first word longer
+/// than that is kept whole.
 pub(crate) fn cut(text: &str, max: usize) -> String {
-    match text.char_indices().nth(max) {
-        None => text.to_owned(),
-        Some((at, _)) => format!("{}…", text[..at].trim_end()),
-    }
+    let Some((at, _)) = text.char_indices().nth(max) else {
+        return text.to_owned();
+    };
+    let head = match text[..at].rfind(char::is_whitespace) {
+        Some(space) if !text[..space].trim().is_empty() => &text[..space],
+        // One word over the limit: whole, up to its end.
+        _ => {
+            let end = text[at..]
+                .find(char::is_whitespace)
+                .map_or(text.len(), |i| at + i);
+            if end == text.len() {
+                return text.to_owned();
+            }
+            &text[..end]
+        }
+    };
+    format!("{}…", head.trim_end())
 }
 
 #[cfg(test)]

@@ -9,17 +9,23 @@
 //! * `paths`: path-like tokens in arguments, commands and prose;
 //! * `error_ids`: error identifiers and command outcomes in tool output (the trail's);
 //! * `error_lines`: the lines of an output that report an error, and a file tool's failure
-//!   message (the summary's).
+//!   message (the summary's);
+//! * `cut_note`: what ① writes after its marker about the part it cut, and reads back;
+//! * `verdict`: whether a command's run failed or passed, as its output says (or not).
 
 mod calls;
+mod cut_note;
 mod error_ids;
 mod error_lines;
 mod paths;
+mod verdict;
 
-pub(crate) use calls::{call_files, short_command};
+pub(crate) use calls::{call_files, command_program, short_command};
+pub(crate) use cut_note::CutNote;
 pub(crate) use error_ids::{Outcome, Output, error_ids, is_identifier, key_of, program, short_id};
 pub(crate) use error_lines::{error_lines, failure_head};
 pub(crate) use paths::{PathContext, command_paths, paths_in};
+pub(crate) use verdict::{Verdict, stated_outcome_line, verdict};
 
 /// Argument keys that hold a file or directory path, across agents.
 pub(crate) const PATH_KEYS: &[&str] = &[

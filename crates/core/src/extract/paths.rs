@@ -67,8 +67,15 @@ pub(crate) fn clean_path(token: &str, context: PathContext) -> Option<&str> {
         let anchored = ["/", "./", "../", "~/"]
             .iter()
             .any(|p| token.starts_with(p));
+        // A path is a separator and a file name (`lib/a.ex`), or starts at a known root
+        // (`/`, `./`, `../`, `~/`): `row-class/render` or `s/foo/bar/` is not a file.
         let ok = match context {
-            PathContext::Command => !token.contains("//") && token != "./" && token != "../",
+            PathContext::Command => {
+                (anchored || has_known_extension)
+                    && !token.contains("//")
+                    && token != "./"
+                    && token != "../"
+            }
             // `/tmp/x` yes, `/div` or `/sessions/` (a route, a tag) no.
             PathContext::Prose => {
                 let segments = token.split('/').filter(|s| !s.is_empty()).count();
@@ -107,6 +114,12 @@ mod tests {
             vec!["reproduce.py", "/a/b.txt"]
         );
         assert!(cmd_paths("bd show spotter-dov.1 && git push https://x.io/a").is_empty());
+        // A separator alone does not make a path: a name with a file's extension or a root.
+        assert!(cmd_paths("grep row-class/render lib && sed s/foo/bar/g").is_empty());
+        assert_eq!(
+            cmd_paths("ls lib/spotter_web ./lib ~/x"),
+            vec!["./lib", "~/x"]
+        );
         let with_heredoc: Vec<_> = command_paths(
             "git add a/b.ex && git commit -m \"$(cat <<'EOF'\nrow-class/render in c/d.ex\nEOF\n)\"",
         )

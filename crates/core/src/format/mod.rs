@@ -9,6 +9,7 @@
 //! model keeps them as their own messages.
 
 mod anthropic;
+pub mod compaction;
 mod fields;
 mod merge;
 pub mod message_facts;

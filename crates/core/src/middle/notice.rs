@@ -132,13 +132,17 @@ fn candidate(
         + (split.bridge_messages().iter())
             .map(|m| estimator.message_tokens(m))
             .sum::<u64>();
-    // When what must stay is over the target already, the trail may still use the room
-    // left under E: the step cannot reach its target either way, and the result fits.
-    // ⑤ level 3 is the last resort: its trail may use E (SPEC: at most 15% of it).
-    let limit = if kept + bare <= stamp.target && stamp.strategy != Strategy::Degrade {
-        stamp.target
-    } else {
+    // The trail's room is counted against the window, not the step's target (SPEC: "it
+    // uses what the window leaves before anything is left out for space"): when what must
+    // stay and the kept tail fill the target, the trail still takes its budget from the room
+    // above it, up to ②'s trigger (headroom·E), so that the next call's Layer 1 finds
+    // nothing to do and a second compaction changes nothing. ③'s tail is sized to leave
+    // the trail's budget under the target, so this only matters when the tail alone (SPEC's
+    // N recent messages, pins) fills it. ⑤ level 3 is the last resort: E itself.
+    let limit = if stamp.strategy == Strategy::Degrade || kept + bare > stamp.target {
         cx.budget.effective()
+    } else {
+        (stamp.target).max(cx.budget.share(cx.config.layer1.headroom_ratio))
     };
     let config = &cx.config.trail;
     let trail = trail_of(conversation, &split, config);

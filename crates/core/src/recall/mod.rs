@@ -52,9 +52,12 @@ pub use handle::{Handle, HandleRef};
 pub use memory::MemoryStore;
 pub use rank::Index;
 
+/// How a handle line starts.
+pub(crate) const HANDLE_PREFIX: &str = "recall handle: ";
+
 /// The line that carries a removal's handle, after the marker it belongs to.
 pub fn handle_line(handle: Handle) -> String {
-    format!("recall handle: {handle}")
+    format!("{HANDLE_PREFIX}{handle}")
 }
 
 /// Whose removed content: a tenant (the client's credential, hashed by whoever holds it)

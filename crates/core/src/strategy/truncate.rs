@@ -5,14 +5,19 @@
 //! budget, else at the budget — never inside a UTF-8 character or a grapheme — and
 //! [`TRUNCATED`] is appended. Results with several parts keep their structure: the text
 //! part that crosses the budget is cut, later text parts are dropped, other parts stay.
-//! Pinned results are never cut.
+//! Pinned results are never cut. ① leaves a trail too: after the marker, on lines of their
+//! own, the error identifiers of the part it cut and the output's last line when it states
+//! an outcome (`extract::CutNote`), within a tenth of the budget, so that a truncated test
+//! run still says which test failed and how it ended. With recall on, the cut part is kept
+//! under a handle whose line comes right after the marker, before the note.
 
 use unicode_segmentation::GraphemeCursor;
 
 use crate::conversation::{Block, Conversation};
 use crate::estimate::{ClassCounts, Estimator};
+use crate::extract::CutNote;
 use crate::markers::{COMPACTED, TRUNCATED};
-use crate::recall::{Handle, Removal, handle_line};
+use crate::recall::{HANDLE_PREFIX, Handle, Removal, handle_line};
 use crate::report::{Step, Strategy};
 use crate::step::{Changes, Measure, Stamp, StepContext};
 
@@ -101,23 +106,28 @@ fn truncate_over(
                 cut += 1;
                 continue;
             }
-            // Recall: the cut tail is kept under a handle, written after the marker.
+            // Recall: the cut part is kept under a handle, its line right after the marker.
             let handle = cx
                 .recall
                 .then(|| Handle::of_result("truncated", &result.call_id, &result.joined_text()));
-            let suffix = match handle {
+            let marker = match handle {
                 Some(handle) => format!("{TRUNCATED}\n{}", handle_line(handle)),
                 None => TRUNCATED.to_owned(),
             };
             let ratio = cx.config.layer1.newline_cut_ratio;
-            if let Some(tail) = cut_blocks(&mut result.content, limit, &estimator, ratio, &suffix) {
-                cut += 1;
-                added += suffix.chars().count() as u64;
-                if let Some(handle) = handle {
-                    let tool = result.tool_name.as_deref().unwrap_or("tool");
-                    let text = format!("[result of {tool}: the part cut by truncation]\n{tail}");
-                    removed.push(Removal { handle, text });
-                }
+            let Some(done) = cut_blocks(&mut result.content, limit, &estimator, ratio, &marker)
+            else {
+                continue;
+            };
+            cut += 1;
+            added += done.written;
+            if let Some(handle) = handle {
+                let tool = result.tool_name.as_deref().unwrap_or("tool");
+                let text = format!(
+                    "[result of {tool}: the part cut by truncation]\n{}",
+                    done.tail
+                );
+                removed.push(Removal { handle, text });
             }
         }
     }
@@ -137,56 +147,114 @@ fn truncate_over(
     Some(step)
 }
 
-/// How a handle line starts (recall's, after a marker).
-const HANDLE_PREFIX: &str = "recall handle: ";
+/// At most this share of a cut result's budget goes to the note on what was cut...
+const NOTE_SHARE: u64 = 10;
+/// ... and at most this many tokens.
+const NOTE_TOKENS: u64 = 150;
 
-/// Cuts the text parts of a result's content to `limit` tokens in all, `suffix` (the
-/// marker, and recall's handle line) appended where it cut. Returns what was cut away,
-/// `None` when nothing was.
+/// What [`cut_blocks`] did to a result.
+struct Cut {
+    /// Characters written: the marker (with recall's handle line) and the note.
+    written: u64,
+    /// The text cut away (the text parts after the cut, joined by newlines).
+    tail: String,
+}
+
+/// Cuts the text parts of a result's content to `limit` tokens in all, `marker` (the
+/// marker, and recall's handle line) where it cut and the note on what was cut (its
+/// errors, its stated outcome: `extract::CutNote`) after it. `None` when nothing was cut.
 fn cut_blocks(
     content: &mut Vec<Block>,
     limit: u64,
     estimator: &Estimator,
     newline_ratio: f64,
-    suffix: &str,
-) -> Option<String> {
+    marker: &str,
+) -> Option<Cut> {
     let fixed: u64 = content
         .iter()
         .filter(|b| !matches!(b, Block::Text(_)))
         .map(|b| estimator.tokens_of(&ClassCounts::of_blocks(std::slice::from_ref(b))))
         .sum();
-    let marker = estimator.text_tokens(suffix);
     // One token of slack for the rounding up of each estimate.
-    let mut budget = limit.saturating_sub(fixed + marker + 2) as f64;
-    let mut done = false;
-    let mut cut_any = false;
-    let mut tail = String::new();
-    content.retain_mut(|block| {
-        let Block::Text(text) = block else {
+    let budget = limit.saturating_sub(fixed + estimator.text_tokens(marker) + 2);
+    let reserve = (budget / NOTE_SHARE).min(NOTE_TOKENS);
+    // The note is on what goes: where the cut falls with room kept for it.
+    let (block, at) = find_cut(content, (budget - reserve) as f64, estimator, newline_ratio)?;
+    let note = note_on(content, (block, at), reserve, estimator);
+    // Nothing to say: the room kept for the note goes to the head.
+    let (block, at) = match note.is_empty() {
+        true => find_cut(content, budget as f64, estimator, newline_ratio).unwrap_or((block, at)),
+        false => (block, at),
+    };
+    let tail = cut_part(content, (block, at));
+    let mut index = 0;
+    content.retain_mut(|b| {
+        let Block::Text(text) = b else {
             return true;
         };
-        if done {
-            cut_any = true;
-            tail.push('\n');
-            tail.push_str(&text.text);
-            return false;
-        }
-        match cut_point(&text.text, budget, estimator, newline_ratio) {
-            None => {
-                budget -= estimator.text_tokens(&text.text) as f64;
-                true
-            }
-            Some(at) => {
-                tail.push_str(&text.text[at..]);
+        index += 1;
+        match (index - 1).cmp(&block) {
+            std::cmp::Ordering::Less => true,
+            std::cmp::Ordering::Greater => false,
+            std::cmp::Ordering::Equal => {
                 text.text.truncate(at);
-                text.text.push_str(suffix);
-                done = true;
-                cut_any = true;
+                text.text.push_str(marker);
+                text.text.push_str(&note);
                 true
             }
         }
     });
-    cut_any.then_some(tail)
+    let written = (marker.chars().count() + note.chars().count()) as u64;
+    Some(Cut { written, tail })
+}
+
+/// The text a cut at (`block`, `at`) takes away: the rest of that text part, then each
+/// later text part on a line of its own.
+fn cut_part(content: &[Block], (block, at): (usize, usize)) -> String {
+    let texts: Vec<&str> = content.iter().filter_map(Block::as_text).collect();
+    let mut cut = texts[block][at..].to_owned();
+    for later in &texts[block + 1..] {
+        cut.push('\n');
+        cut.push_str(later);
+    }
+    cut
+}
+
+/// The text part (counted among text parts) and the byte where the text parts of `content`
+/// must be cut to cost at most `budget` tokens; `None` when they fit.
+fn find_cut(
+    content: &[Block],
+    mut budget: f64,
+    estimator: &Estimator,
+    newline_ratio: f64,
+) -> Option<(usize, usize)> {
+    for (i, text) in content.iter().filter_map(Block::as_text).enumerate() {
+        match cut_point(text, budget, estimator, newline_ratio) {
+            None => budget -= estimator.text_tokens(text) as f64,
+            Some(at) => return Some((i, at)),
+        }
+    }
+    None
+}
+
+/// The note on what a cut at (`block`, `at`) takes away, within `room` tokens ("" when
+/// there is nothing to say or no room).
+fn note_on(
+    content: &[Block],
+    (block, at): (usize, usize),
+    room: u64,
+    estimator: &Estimator,
+) -> String {
+    let cut = cut_part(content, (block, at));
+    let mut chars = 400;
+    while chars >= 50 {
+        let note = CutNote::of(&cut, chars).text();
+        if note.is_empty() || estimator.text_tokens(&note) <= room {
+            return note;
+        }
+        chars /= 2;
+    }
+    String::new()
 }
 
 /// Where to cut `text` so that its head costs at most `budget` tokens: `None` if it fits.
@@ -261,5 +329,53 @@ mod tests {
                 assert_eq!(at % "👨‍👩‍👧‍👦".len(), 0, "cut inside a grapheme at {at}");
             }
         }
+    }
+
+    #[test]
+    fn a_cut_test_run_still_says_which_test_failed_and_how_it_ended() {
+        let e = Estimator::default();
+        let mut output = String::from("Compiling spotter\n");
+        for i in 0..400 {
+            output.push_str(&format!("  line {i} of a long log that goes on and on\n"));
+        }
+        output.push_str("  1) test mount excludes closed annotations (SpotterWeb.ReviewTest)\n");
+        output.push_str("     ** (RuntimeError) no key found\n\nFinished in 2.1 seconds\n");
+        output.push_str("87 tests, 1 failure\n");
+        let mut content = vec![Block::text(output.clone())];
+        let limit = 800;
+        let done = cut_blocks(&mut content, limit, &e, 0.7, TRUNCATED).unwrap();
+        let text = content[0].as_text().unwrap();
+        assert!(e.tokens_of(&ClassCounts::of_blocks(&content)) <= limit);
+        let (head, note) = text.split_once(TRUNCATED).unwrap();
+        assert!(output.starts_with(head));
+        assert_eq!(
+            note,
+            "\nerrors: failing test: test mount excludes closed annotations (SpotterWeb.ReviewTest); \
+             RuntimeError: no key found\nlast line: 87 tests, 1 failure"
+        );
+        assert_eq!(
+            done.written as usize,
+            TRUNCATED.chars().count() + note.chars().count()
+        );
+        assert_eq!(format!("{head}{}", done.tail), output);
+        // With recall on: the marker, the handle on the next line, then the same note, which
+        // still reads back (the trail and ② find the cut part's errors).
+        let handle = handle_line(Handle::of_result("truncated", "1", &output));
+        let mut content = vec![Block::text(output.clone())];
+        let marker = format!("{TRUNCATED}\n{handle}");
+        cut_blocks(&mut content, limit, &e, 0.7, &marker).unwrap();
+        let text = content[0].as_text().unwrap();
+        assert!(e.tokens_of(&ClassCounts::of_blocks(&content)) <= limit);
+        let (_, after) = text.split_once(&marker).unwrap();
+        assert_eq!(after, note);
+        let ids = crate::extract::error_ids(text, crate::extract::Output::Shell, false);
+        assert!(
+            ids.contains(&"RuntimeError: no key found".to_owned()),
+            "{ids:?}"
+        );
+        // Nothing to say about the cut part: the marker alone, as SPEC writes it.
+        let mut plain = vec![Block::text("word ".repeat(2_000))];
+        cut_blocks(&mut plain, limit, &e, 0.7, TRUNCATED).unwrap();
+        assert!(plain[0].as_text().unwrap().ends_with(TRUNCATED));
     }
 }

@@ -18,7 +18,7 @@ impl Rendered {
         TrailStats {
             requests: self.requests.len(),
             errors: self.errors.len(),
-            files: self.files.len(),
+            files: self.files_shown,
             commands: self.commands.len(),
             left_out: self.left_out.requests
                 + self.left_out.errors
@@ -203,7 +203,7 @@ mod tests {
         assert_eq!(done.matches(LEFT_OUT).count(), 1, "{done}");
         let parsed = Trail::parse(&done);
         assert_eq!(parsed.left_out, Trail::parse(&previous).left_out, "{done}");
-        assert_eq!(parsed.files.len(), first.files.len(), "{done}");
+        assert_eq!(parsed.files.len(), first.files_shown, "{done}");
         assert_eq!(parsed.requests, vec!["fix the bug".to_owned()]);
     }
 

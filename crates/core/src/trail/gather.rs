@@ -14,16 +14,16 @@ use serde_json::{Map, Value};
 use super::requests;
 use super::{CommandEntry, ErrorEntry, FileEntry, Run, Trail, TrailConfig};
 use crate::conversation::{Block, Message, Role, ToolCall, ToolResult};
-use crate::extract::{self as errors, Outcome, Output};
-use crate::extract::{call_files, short_command};
+use crate::extract::{self as errors, Outcome, Output, Verdict};
+use crate::extract::{call_files, command_program, short_command};
 use crate::markers;
 use crate::tool_names::{CallActivity, FileOp};
 
 /// What a call is, remembered until its result comes.
 struct CallInfo {
     output: Output,
-    /// The shortened command, for a shell tool.
-    command: Option<String>,
+    /// The program it runs (how the trail groups commands).
+    program: Option<String>,
     /// What produced an error of this call: the command, or the tool and its first path.
     source: String,
 }
@@ -112,6 +112,7 @@ impl<'c> Extractor<'c> {
             .command
             .as_deref()
             .map(|c| short_command(c, self.config.command_chars));
+        let program = files.command.as_deref().map(command_program);
         let source = match (&command, files.files.first()) {
             (Some(c), _) => c.clone(),
             (None, Some((_, path))) => format!("{} {path}", call.name),
@@ -129,13 +130,13 @@ impl<'c> Extractor<'c> {
             for (op, path) in &files.files {
                 self.touch(path, *op);
             }
-            if let Some(c) = &command {
-                self.command_run(c);
+            if let (Some(c), Some(program)) = (&command, &program) {
+                self.command_run(program, c);
             }
         }
         let info = CallInfo {
             output,
-            command,
+            program,
             source,
         };
         // Ids may be reused across turns: a result answers the latest call with its id.
@@ -168,18 +169,49 @@ impl<'c> Extractor<'c> {
         self.file_last[index] = self.seq;
     }
 
-    fn command_run(&mut self, command: &str) {
-        if let Some(&i) = self.command_index.get(command) {
-            self.trail.commands[i].runs += 1;
-            return;
+    /// A run of `command` (shortened) whose program is `program`: grouped with the runs of
+    /// the same program, its outcome unknown until its result says otherwise.
+    fn command_run(&mut self, program: &str, command: &str) {
+        let index = match self.command_index.get(program) {
+            Some(&i) => i,
+            None => {
+                self.command_index
+                    .insert(program.to_owned(), self.trail.commands.len());
+                self.trail.commands.push(CommandEntry {
+                    program: program.to_owned(),
+                    runs: 0,
+                    failed: 0,
+                    passed: 0,
+                    last: None,
+                    commands: Vec::new(),
+                });
+                self.trail.commands.len() - 1
+            }
+        };
+        let entry = &mut self.trail.commands[index];
+        entry.runs += 1;
+        entry.last = None;
+        if !entry.commands.iter().any(|c| c == command) {
+            entry.commands.push(command.to_owned());
         }
-        self.command_index
-            .insert(command.to_owned(), self.trail.commands.len());
-        self.trail.commands.push(CommandEntry {
-            command: command.to_owned(),
-            runs: 1,
-            outcome: None,
-        });
+    }
+
+    /// What a run's output said of it, on its program's entry.
+    fn command_outcome(&mut self, program: &str, verdict: Verdict, stated: Option<String>) {
+        let Some(&i) = self.command_index.get(program) else {
+            return;
+        };
+        let entry = &mut self.trail.commands[i];
+        match verdict {
+            Verdict::Failed => entry.failed += 1,
+            Verdict::Passed => entry.passed += 1,
+            Verdict::Unknown => {}
+        }
+        entry.last = match (verdict.word(), stated) {
+            (Some(word), Some(text)) if text != word => Some(format!("{word}: {text}")),
+            (Some(word), _) => Some(word.to_owned()),
+            (None, _) => None,
+        };
     }
 
     fn result(&mut self, result: &ToolResult, message: &Message, removed: bool) {
@@ -205,20 +237,22 @@ impl<'c> Extractor<'c> {
             return;
         }
         let flagged = is_flagged(&result.fields) || is_flagged(message.fields());
-        let (output, command, source) = match self.calls.get(&result.call_id) {
-            Some(info) => (info.output, info.command.clone(), info.source.clone()),
+        let (output, program, source) = match self.calls.get(&result.call_id) {
+            Some(info) => (info.output, info.program.clone(), info.source.clone()),
             None => {
                 let name = result.tool_name.clone().unwrap_or_default();
                 (Output::Other, None, name)
             }
         };
         let ids = errors::error_ids(&text, output, flagged);
-        let outcome = command.as_ref().map(|_| Outcome::of(&text));
+        let outcome = program.as_ref().map(|_| Outcome::of(&text));
         let succeeded =
             ids.is_empty() && outcome.as_ref().map_or(!flagged, |o| o.succeeded(flagged));
         if removed {
-            if let Some(i) = command.as_ref().and_then(|c| self.command_index.get(c)) {
-                self.trail.commands[*i].outcome = outcome.as_ref().and_then(Outcome::text);
+            if let (Some(program), Some(outcome)) = (&program, &outcome) {
+                let verdict = errors::verdict(&text, outcome, !ids.is_empty(), flagged);
+                let stated = outcome.text();
+                self.command_outcome(program, verdict, stated);
             }
             for id in &ids {
                 self.error(id, &source);

@@ -5,9 +5,8 @@ use super::gather::shows_fixed;
 use super::render::{
     COMMANDS, ERRORS, FILES, FILES_UNDER, FIXED, FROM, LEFT_OUT, REQUESTS, ROOT, SAME_SOURCE,
 };
-use super::{CommandEntry, ErrorEntry, FileEntry, LeftOut, Trail};
+use super::{ErrorEntry, LeftOut, Trail};
 use crate::extract as errors;
-use crate::tool_names::FileOp;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Kind {
@@ -81,17 +80,18 @@ impl Trail {
                 self.errors.push(error);
             }
             Kind::Files => {
-                let mut file = parse_file(&item);
-                let relative = file
-                    .path
-                    .strip_prefix(ROOT)
-                    .filter(|r| r.is_empty() || r.starts_with('/'));
-                if let (Some(root), Some(rest)) = (root, relative) {
-                    file.path = format!("{root}{rest}");
+                for mut file in super::tree::parse_line(&item) {
+                    let relative = file
+                        .path
+                        .strip_prefix(ROOT)
+                        .filter(|r| r.is_empty() || r.starts_with('/'));
+                    if let (Some(root), Some(rest)) = (root, relative) {
+                        file.path = format!("{root}{rest}");
+                    }
+                    self.files.push(file);
                 }
-                self.files.push(file);
             }
-            Kind::Commands => self.commands.push(parse_command(&item)),
+            Kind::Commands => self.commands.push(super::commands::parse_line(&item)),
         }
     }
 
@@ -141,17 +141,8 @@ impl Trail {
         }
         self.files = files;
         for command in newer.commands {
-            match self
-                .commands
-                .iter_mut()
-                .find(|c| c.command == command.command)
-            {
-                Some(known) => {
-                    known.runs += command.runs;
-                    if command.outcome.is_some() {
-                        known.outcome = command.outcome;
-                    }
-                }
+            match (self.commands.iter_mut()).find(|c| c.program == command.program) {
+                Some(known) => super::commands::add(known, command),
                 None => self.commands.push(command),
             }
         }
@@ -207,53 +198,5 @@ fn parse_error(item: &str) -> ErrorEntry {
         text: text.to_owned(),
         source,
         fixed,
-    }
-}
-
-/// `path — edited, read ×3`
-fn parse_file(item: &str) -> FileEntry {
-    let Some((path, detail)) = item.rsplit_once(" — ") else {
-        return FileEntry {
-            path: item.to_owned(),
-            ops: Vec::new(),
-            touches: 1,
-        };
-    };
-    let (ops, touches) = split_count(detail);
-    FileEntry {
-        path: path.to_owned(),
-        ops: ops.split(", ").filter_map(FileOp::parse).collect(),
-        touches,
-    }
-}
-
-/// `` `command` ×2 → outcome ``
-fn parse_command(item: &str) -> CommandEntry {
-    let (head, outcome) = match item.rsplit_once(" → ") {
-        Some((head, outcome)) if head.ends_with('`') || head.contains("` ×") => {
-            (head, Some(outcome.to_owned()))
-        }
-        _ => (item, None),
-    };
-    let (quoted, runs) = split_count(head);
-    let command = quoted
-        .strip_prefix('`')
-        .and_then(|c| c.strip_suffix('`'))
-        .unwrap_or(quoted);
-    CommandEntry {
-        command: command.to_owned(),
-        runs,
-        outcome,
-    }
-}
-
-/// `text ×3` → (`text`, 3); no count → 1.
-fn split_count(text: &str) -> (&str, u32) {
-    match text.rsplit_once(" ×") {
-        Some((head, n)) => match n.parse::<u32>() {
-            Ok(n) => (head, n),
-            Err(_) => (text, 1),
-        },
-        None => (text, 1),
     }
 }

@@ -1,26 +1,26 @@
 //! Trail → text, within a token budget.
 //!
 //! The text is lines under four headings, in a fixed order, each entry one `- ` line
-//! (a request's further lines indented by two spaces), so that [`Trail::parse`] reads it back.
-//! Over the budget, entries are kept by priority: user requests, then errors, then files
-//! (most recently and most often touched first), then commands; what did not fit is counted
-//! on a last line (`Left out for space: +12 more files`).
+//! (a request's further lines indented by two spaces; files as a tree, `tree.rs`; commands
+//! one line per program, `commands.rs`), so that [`Trail::parse`] reads it back. When the
+//! whole trail does not fit, it is first written shorter (the operations of files that were
+//! only read, the commands behind each program), then entries are kept by priority: user
+//! requests, then errors, then files (most recently and most often touched first), then
+//! commands; what did not fit is counted on a last line (`Left out for space: +12 more
+//! files`). An entry is kept or left out whole: nothing is cut inside a path or an
+//! identifier.
 
-use std::collections::BTreeMap;
-
-use super::{ErrorEntry, FileEntry, LeftOut, Trail};
+use super::commands::{self, Detail as CommandDetail};
+use super::tree::{self, Detail as FileDetail, Layout};
+use super::{ErrorEntry, LeftOut, Trail};
 use crate::estimate::{ClassCounts, Estimator};
 use crate::tool_names::FileOp;
 
 pub(crate) const REQUESTS: &str = "User requests:";
 pub(crate) const ERRORS: &str = "Errors:";
 pub(crate) const FILES: &str = "Files (most recent first):";
-/// Files under a common directory are written relative to it: `$ROOT/lib/a.ex`, the
-/// directory named once in the heading (`Files (most recent first; $ROOT = /home/u/p):`).
-pub(crate) const ROOT: &str = "$ROOT";
+pub(crate) use tree::ROOT;
 pub(crate) const FILES_UNDER: &str = "Files (most recent first; $ROOT = ";
-/// A root is worth naming when at least this many files are under it.
-const ROOT_MIN_FILES: usize = 3;
 pub(crate) const COMMANDS: &str = "Commands:";
 pub(crate) const LEFT_OUT: &str = "Left out for space:";
 pub(crate) const FIXED: &str = " — fixed later";
@@ -36,6 +36,8 @@ pub(crate) struct Rendered {
     pub(crate) errors: Vec<String>,
     pub(crate) files: Vec<String>,
     pub(crate) commands: Vec<String>,
+    /// How many files the file lines name (a line may name several).
+    pub(crate) files_shown: usize,
     /// The heading of the files (it names their root, if any).
     pub(crate) files_heading: String,
     /// Everything left out, this time and by earlier renderings.
@@ -59,7 +61,7 @@ impl Rendered {
 
     /// How many entries are written (the left-out count aside).
     pub(crate) fn shown(&self) -> usize {
-        self.requests.len() + self.errors.len() + self.files.len() + self.commands.len()
+        self.requests.len() + self.errors.len() + self.files_shown + self.commands.len()
     }
 
     /// The `Left out for space: ...` line, when something was left out.
@@ -116,52 +118,10 @@ pub(crate) fn error_line(e: &ErrorEntry, previous: Option<&str>) -> String {
     line
 }
 
-pub(crate) fn file_line(f: &FileEntry, root: Option<&str>) -> String {
-    let ops: Vec<&str> = f.ops.iter().map(|o| o.label()).collect();
-    let path = match root.and_then(|r| f.path.strip_prefix(r)) {
-        Some(rest) if rest.is_empty() || rest.starts_with('/') => format!("{ROOT}{rest}"),
-        _ => f.path.clone(),
-    };
-    let mut line = format!("- {path} — {}", ops.join(", "));
-    if f.touches > 1 {
-        line.push_str(&format!(" ×{}", f.touches));
-    }
-    line
-}
-
-pub(crate) fn command_line(c: &super::CommandEntry) -> String {
-    let mut line = format!("- `{}`", c.command.replace('\n', " "));
-    if c.runs > 1 {
-        line.push_str(&format!(" ×{}", c.runs));
-    }
-    if let Some(outcome) = &c.outcome {
-        line.push_str(&format!(" → {outcome}"));
-    }
-    line
-}
-
-/// The directory most worth naming once: the one whose length times the number of files
-/// under it is largest (at least [`ROOT_MIN_FILES`] files, at least two levels deep; ties:
-/// the longer).
-pub(crate) fn choose_root(files: &[FileEntry]) -> Option<String> {
-    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
-    for f in files.iter().filter(|f| f.path.starts_with('/')) {
-        let slashes = f.path.match_indices('/').map(|(i, _)| i).skip(2);
-        for i in slashes {
-            *counts.entry(&f.path[..i]).or_default() += 1;
-        }
-    }
-    counts
-        .into_iter()
-        .filter(|(_, n)| *n >= ROOT_MIN_FILES)
-        .max_by_key(|(root, n)| (n * root.len(), root.len()))
-        .map(|(root, _)| root.to_owned())
-}
-
 /// The order files are kept in when they do not all fit: files a tool read, searched or
 /// changed before those only named in a command; then by the sum of their rank by recency
 /// and their rank by touches (ties: the more recent first).
-fn file_priority(files: &[FileEntry]) -> Vec<usize> {
+fn file_priority(files: &[super::FileEntry]) -> Vec<usize> {
     let mut by_touches: Vec<usize> = (0..files.len()).collect();
     by_touches.sort_by_key(|&i| (std::cmp::Reverse(files[i].touches), i));
     let mut touch_rank = vec![0usize; files.len()];
@@ -169,7 +129,8 @@ fn file_priority(files: &[FileEntry]) -> Vec<usize> {
         touch_rank[i] = rank;
     }
     let mut order: Vec<usize> = (0..files.len()).collect();
-    let only_used = |i: usize| files[i].ops.iter().all(|o| *o == FileOp::Used);
+    let only_used =
+        |i: usize| !files[i].ops.is_empty() && files[i].ops.iter().all(|o| *o == FileOp::Used);
     order.sort_by_key(|&i| (only_used(i), i + touch_rank[i], i));
     order
 }
@@ -199,94 +160,185 @@ fn error_lines(errors: &[ErrorEntry]) -> Vec<String> {
         .collect()
 }
 
-/// Fractional tokens of a line and its newline (the prior is additive over characters,
-/// so the sum over lines is the estimate of the whole text).
+/// Fractional tokens of a text (the prior is additive over characters, so the sum over
+/// pieces is the estimate of the whole text).
+fn raw(estimator: &Estimator, text: &str) -> f64 {
+    estimator.weights.prior(&ClassCounts::of_str(text)) * estimator.multiplier
+}
+
+/// Fractional tokens of a line and its newline.
 fn cost(estimator: &Estimator, line: &str) -> f64 {
     // `cost("")` is the newline alone.
-    let counts = ClassCounts::of_str(line) + ClassCounts::of_str("\n");
-    estimator.weights.prior(&counts) * estimator.multiplier
+    raw(estimator, line) + raw(estimator, "\n")
+}
+
+/// One kind of entry, costed: its heading, each entry's cost and group (a file's
+/// directory line, paid once for the group's first kept file), and the order of priority.
+struct Costed {
+    heading: f64,
+    entries: Vec<(f64, usize)>,
+    groups: Vec<f64>,
+    order: Vec<usize>,
+}
+
+impl Costed {
+    /// Entries that are lines of their own (requests, errors, commands).
+    fn lines(estimator: &Estimator, heading: &str, lines: &[String], order: Vec<usize>) -> Self {
+        Costed {
+            heading: cost(estimator, heading),
+            entries: lines.iter().map(|l| (cost(estimator, l), 0)).collect(),
+            groups: vec![0.0],
+            order,
+        }
+    }
+
+    /// The files of `layout`.
+    fn files(estimator: &Estimator, heading: &str, layout: &Layout, order: Vec<usize>) -> Self {
+        let groups = (0..layout.prefixes.len())
+            .map(|g| cost(estimator, &layout.overhead(g)))
+            .collect();
+        let entries = (0..layout.members.len())
+            .map(|f| (raw(estimator, &layout.member(f)), layout.members[f].0))
+            .collect();
+        Costed {
+            heading: cost(estimator, heading),
+            entries,
+            groups,
+            order,
+        }
+    }
+}
+
+/// The trail written at one level of detail, before any entry is left out.
+struct Written {
+    requests: Vec<String>,
+    errors: Vec<String>,
+    files: Layout,
+    commands: Vec<String>,
+}
+
+impl Written {
+    /// The tokens of all of it, exactly (the prior is additive over lines).
+    fn cost(&self, estimator: &Estimator, files_heading: &str) -> f64 {
+        let files = self.files.lines(&vec![true; self.files.members.len()]);
+        [
+            (REQUESTS, &self.requests),
+            (ERRORS, &self.errors),
+            (files_heading, &files),
+            (COMMANDS, &self.commands),
+        ]
+        .iter()
+        .filter(|(_, lines)| !lines.is_empty())
+        .map(|(heading, lines)| {
+            cost(estimator, heading) + lines.iter().map(|l| cost(estimator, l)).sum::<f64>()
+        })
+        .sum()
+    }
 }
 
 impl Trail {
     /// Tokens of the line that counts every entry as left out: the least a removal's trail
     /// needs to say something ([`Trail::render_within`] writes nothing in less).
     pub(crate) fn count_line_tokens(&self, estimator: &Estimator) -> u64 {
+        left_out_line(&self.all_left_out()).map_or(0, |l| cost(estimator, &l).ceil() as u64)
+    }
+
+    /// Every entry counted as left out, with what earlier renderings left out.
+    fn all_left_out(&self) -> LeftOut {
         let earlier = self.left_out;
-        let all = LeftOut {
+        LeftOut {
             requests: earlier.requests + self.requests.len(),
             errors: earlier.errors + self.errors.len(),
             files: earlier.files + self.files.len(),
             commands: earlier.commands + self.commands.len(),
-        };
-        left_out_line(&all).map_or(0, |l| cost(estimator, &l).ceil() as u64)
+        }
     }
 
-    /// The entries that fit in `budget` tokens, by priority (see the module docs).
+    fn written(&self, root: Option<&str>, full: bool) -> Written {
+        let (files, commands) = if full {
+            (FileDetail::Full, CommandDetail::Full)
+        } else {
+            (FileDetail::Changes, CommandDetail::Outcome)
+        };
+        Written {
+            requests: self.requests.iter().map(|r| request_line(r)).collect(),
+            errors: error_lines(&self.errors),
+            files: Layout::of(&self.files, root, files),
+            commands: (self.commands.iter())
+                .map(|c| format!("- {}", commands::line(c, commands)))
+                .collect(),
+        }
+    }
+
+    /// The entries that fit in `budget` tokens (see the module docs): the whole trail in
+    /// full when it fits, else written shorter and kept by priority.
     pub(crate) fn render_within(&self, budget: u64, estimator: &Estimator) -> Rendered {
-        let root = choose_root(&self.files);
+        let root = tree::choose_root(&self.files);
         let files_heading = match &root {
             Some(root) => format!("{FILES_UNDER}{root}):"),
             None => FILES.to_owned(),
         };
-        let kinds: [(&str, Vec<String>); 4] = [
-            (
-                REQUESTS,
-                self.requests.iter().map(|r| request_line(r)).collect(),
-            ),
-            (ERRORS, error_lines(&self.errors)),
-            (
-                files_heading.as_str(),
-                self.files
-                    .iter()
-                    .map(|f| file_line(f, root.as_deref()))
-                    .collect(),
-            ),
-            (COMMANDS, self.commands.iter().map(command_line).collect()),
-        ];
+        let costed = |w: &Written| -> [Costed; 4] {
+            let n = |len: usize| (0..len).collect::<Vec<_>>();
+            [
+                Costed::lines(estimator, REQUESTS, &w.requests, n(w.requests.len())),
+                Costed::lines(estimator, ERRORS, &w.errors, error_priority(&self.errors)),
+                Costed::files(
+                    estimator,
+                    &files_heading,
+                    &w.files,
+                    file_priority(&self.files),
+                ),
+                Costed::lines(estimator, COMMANDS, &w.commands, n(w.commands.len())),
+            ]
+        };
+        // Every line is costed with its newline; the last one has none.
+        let budget = budget as f64 - 0.01 + cost(estimator, "");
+        let earlier_left = left_out_line(&self.left_out).map_or(0.0, |l| cost(estimator, &l));
+        let mut written = self.written(root.as_deref(), true);
+        let mut everything = written.cost(estimator, &files_heading);
+        if everything + earlier_left > budget {
+            written = self.written(root.as_deref(), false);
+            everything = written.cost(estimator, &files_heading);
+        }
+        let kinds = costed(&written);
         let worst = LeftOut {
             requests: 99_999,
             errors: 99_999,
             files: 99_999,
             commands: 99_999,
         };
-        // Every line is costed with its newline; the last one has none.
-        let budget = budget as f64 - 0.01 + cost(estimator, "");
-        let everything: f64 = kinds
-            .iter()
-            .filter(|(_, lines)| !lines.is_empty())
-            .map(|(heading, lines)| {
-                cost(estimator, heading) + lines.iter().map(|l| cost(estimator, l)).sum::<f64>()
-            })
-            .sum();
-        let earlier_left = left_out_line(&self.left_out).map_or(0.0, |l| cost(estimator, &l));
-        // Room for the worst left-out line, unless everything fits without one.
-        let reserve = if everything + earlier_left <= budget {
+        // Room for the worst left-out line, unless everything fits without one (then the
+        // costs below, upper bounds of the tree's lines, are not needed: all is kept).
+        let fits = everything + earlier_left <= budget;
+        let reserve = if fits {
             earlier_left
         } else {
             left_out_line(&worst).map_or(0.0, |l| cost(estimator, &l))
         };
-        let mut used = 0.0;
+        let mut used = if fits { f64::NEG_INFINITY } else { 0.0 };
         let mut kept: [Vec<bool>; 4] = Default::default();
         let mut dropped = [0usize; 4];
         let mut full = false;
-        for (k, (heading, lines)) in kinds.iter().enumerate() {
-            kept[k] = vec![false; lines.len()];
-            let order: Vec<usize> = match k {
-                1 => error_priority(&self.errors),
-                2 => file_priority(&self.files),
-                _ => (0..lines.len()).collect(),
-            };
+        for (k, kind) in kinds.iter().enumerate() {
+            kept[k] = vec![false; kind.entries.len()];
             let mut heading_paid = false;
-            for i in order {
-                let mut c = cost(estimator, &lines[i]);
+            let mut group_paid = vec![false; kind.groups.len()];
+            for &i in &kind.order {
+                let (entry, group) = kind.entries[i];
+                let mut c = entry;
                 if !heading_paid {
-                    c += cost(estimator, heading);
+                    c += kind.heading;
+                }
+                if !group_paid[group] {
+                    c += kind.groups[group];
                 }
                 // Strict priority: once an entry does not fit, nothing after it is kept,
                 // so that a short command never displaces a file that came first.
                 if !full && used + c + reserve <= budget {
                     used += c;
                     heading_paid = true;
+                    group_paid[group] = true;
                     kept[k][i] = true;
                 } else {
                     full = true;
@@ -294,40 +346,19 @@ impl Trail {
                 }
             }
         }
-        let pick = |k: usize| -> Vec<String> {
-            kinds[k]
-                .1
-                .iter()
-                .zip(&kept[k])
+        let pick = |lines: &[String], keep: &[bool]| -> Vec<String> {
+            (lines.iter().zip(keep))
                 .filter(|(_, keep)| **keep)
                 .map(|(line, _)| line.clone())
                 .collect()
         };
         let earlier = self.left_out;
-        let mut rendered = Rendered {
-            requests: pick(0),
-            errors: pick(1),
-            files: pick(2),
-            commands: pick(3),
-            files_heading: files_heading.clone(),
-            left_out: LeftOut {
-                requests: earlier.requests + dropped[0],
-                errors: earlier.errors + dropped[1],
-                files: earlier.files + dropped[2],
-                commands: earlier.commands + dropped[3],
-            },
-        };
         if reserve > budget {
             // No entry fits beside the longest count: count them all, if that line fits;
             // else say nothing rather than overrun.
-            let all = LeftOut {
-                requests: earlier.requests + self.requests.len(),
-                errors: earlier.errors + self.errors.len(),
-                files: earlier.files + self.files.len(),
-                commands: earlier.commands + self.commands.len(),
-            };
+            let all = self.all_left_out();
             let line = left_out_line(&all).map_or(0.0, |l| cost(estimator, &l));
-            rendered = if line > 0.0 && line <= budget {
+            return if line > 0.0 && line <= budget {
                 Rendered {
                     files_heading,
                     left_out: all,
@@ -337,7 +368,20 @@ impl Trail {
                 Rendered::default()
             };
         }
-        rendered
+        Rendered {
+            requests: pick(&written.requests, &kept[0]),
+            errors: pick(&written.errors, &kept[1]),
+            files: written.files.lines(&kept[2]),
+            commands: pick(&written.commands, &kept[3]),
+            files_shown: kept[2].iter().filter(|k| **k).count(),
+            files_heading,
+            left_out: LeftOut {
+                requests: earlier.requests + dropped[0],
+                errors: earlier.errors + dropped[1],
+                files: earlier.files + dropped[2],
+                commands: earlier.commands + dropped[3],
+            },
+        }
     }
 
     /// The trail as the lines that follow a notice, within `budget` tokens ("" when there is

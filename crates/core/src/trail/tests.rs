@@ -104,22 +104,16 @@ fn claude_code_session_leaves_files_commands_errors_and_requests() {
             ("test/a_test.exs", vec![FileOp::Used], 1),
         ]
     );
-    let commands: Vec<(&str, u32, Option<&str>)> = trail
-        .commands
-        .iter()
-        .map(|c| (c.command.as_str(), c.runs, c.outcome.as_deref()))
-        .collect();
+    // Both runs of `mix test`, one line: the first failed, the last passed.
+    let [mix] = trail.commands.as_slice() else {
+        panic!("one program: {:?}", trail.commands);
+    };
     assert_eq!(
-        commands,
-        vec![
-            (
-                "mix test test/a_test.exs 2>&1 | tail -5",
-                1,
-                Some("5 tests, 1 failure; exit 2")
-            ),
-            ("mix test 2>&1 | tail -5", 1, Some("65 tests, 0 failures")),
-        ]
+        (mix.program.as_str(), mix.runs, mix.failed, mix.passed),
+        ("mix test", 2, 1, 1)
     );
+    assert_eq!(mix.last.as_deref(), Some("passed: 65 tests, 0 failures"));
+    assert_eq!(mix.commands.len(), 2);
     let errors: Vec<(&str, bool)> = trail
         .errors
         .iter()
@@ -246,16 +240,24 @@ fn openhands_swe_agent_codex_and_unknown_tools() {
             "/w/src/a.c read",
         ]
     );
-    let commands: Vec<(&str, Option<&str>)> = trail
+    let commands: Vec<(&str, Option<&str>, &[String])> = trail
         .commands
         .iter()
-        .map(|c| (c.command.as_str(), c.outcome.as_deref()))
+        .map(|c| (c.program.as_str(), c.last.as_deref(), c.commands.as_slice()))
         .collect();
     assert_eq!(
         commands,
         vec![
-            ("cd /w && make test", Some("exit 2")),
-            ("cat src/lib.rs && rm old.txt", Some("exit 0")),
+            (
+                "make test",
+                Some("failed: exit 2"),
+                &["cd /w && make test".to_owned()][..]
+            ),
+            (
+                "cat",
+                Some("passed: exit 0"),
+                &["cat src/lib.rs && rm old.txt".to_owned()][..]
+            ),
         ]
     );
     assert_eq!(
@@ -353,10 +355,16 @@ fn commands_are_shortened() {
         short_command("git commit -m \"$(cat <<'EOF'\nmsg\nEOF\n)\"", 100),
         "git commit -m \"$(cat <<'EOF' …"
     );
+    // Cut at a word boundary, never inside a path; one word longer than the limit whole.
+    assert_eq!(short_command(&"x".repeat(120), 10), "x".repeat(120));
     assert_eq!(
-        short_command(&"x".repeat(120), 10),
-        format!("{}…", "x".repeat(10))
+        short_command(
+            "cat /home/u/projects/spotter-worktrees/spotter/lib/a.ex | head",
+            30
+        ),
+        "cat…"
     );
+    assert_eq!(short_command("git log --oneline -20 a b", 15), "git log…");
 }
 
 #[test]

@@ -220,8 +220,8 @@ fn same_or_cut(wanted: &Message, got: &Message) -> bool {
                     let (wt, gt) = (w.joined_text(), g.joined_text());
                     wt == gt
                         || gt
-                            .strip_suffix(TRUNCATED)
-                            .is_some_and(|head| wt.starts_with(head))
+                            .rfind(TRUNCATED)
+                            .is_some_and(|at| wt.starts_with(&gt[..at]))
                 }
             }
             _ => w == g,
@@ -439,8 +439,18 @@ pub fn markers_exact(conversation: &Conversation) -> Result<(), String> {
             return Err(format!("malformed synthetic result {text:?}"));
         }
         if let Some(at) = text.find("\n[truncated") {
-            if &text[at..] != TRUNCATED {
-                return Err("malformed truncation marker".into());
+            // ①'s marker, then only recall's handle and its note on what it cut
+            // (`errors: `, `last line: `).
+            let note = text[at..].strip_prefix(TRUNCATED);
+            let note_ok = note.is_some_and(|n| {
+                n.split('\n').skip(1).all(|l| {
+                    l.starts_with("errors: ")
+                        || l.starts_with("last line: ")
+                        || l.starts_with("recall handle: ")
+                }) && (n.is_empty() || n.starts_with('\n'))
+            });
+            if !note_ok {
+                return Err(format!("malformed truncation marker {:?}", &text[at..]));
             }
         }
     }

@@ -51,6 +51,8 @@ pub struct Kept {
     pub errors: (usize, usize),
     pub commands: (usize, usize),
     pub requests: (usize, usize),
+    /// Pinned and remembered messages planted by [`plant`] (`(0, 0)` when none was).
+    pub pinned: (usize, usize),
 }
 
 impl Kept {
@@ -61,6 +63,7 @@ impl Kept {
             (&mut self.errors, other.errors),
             (&mut self.commands, other.commands),
             (&mut self.requests, other.requests),
+            (&mut self.pinned, other.pinned),
         ] {
             a.0 += b.0;
             a.1 += b.1;
@@ -127,6 +130,36 @@ fn error_regex() -> &'static Regex {
     })
 }
 
+/// The paths a shell command names in its arguments (a here-document is text, not
+/// arguments): tokens with a separator whose last component is a file name (`name.ext`), or
+/// that start at a root (`/`, `~/`, `./`, `../`); a `:line` suffix and an `--opt=` head are
+/// not part of the path; globs, variables, URLs and devices are not files.
+pub fn command_paths(command: &str) -> Vec<&str> {
+    let args = command.split("<<").next().unwrap_or("");
+    let separators = |c: char| c.is_whitespace() || "\"'`|;&()<>".contains(c);
+    let mut out = Vec::new();
+    for token in args.split(separators) {
+        let token = token.rsplit_once('=').map_or(token, |(_, v)| v);
+        let token = token.split(':').next().unwrap_or("");
+        let token = token.trim_end_matches(['.', ',']);
+        let odd = token.contains(['*', '?', '$', '{', '[']) || token.starts_with("/dev/");
+        if !token.contains('/') || odd || token.len() < 3 {
+            continue;
+        }
+        let name = token.trim_end_matches('/').rsplit('/').next().unwrap_or("");
+        let file_name = name.rsplit_once('.').is_some_and(|(stem, ext)| {
+            !stem.is_empty() && ext.chars().any(|c| c.is_ascii_alphabetic())
+        });
+        let rooted = ["/", "~/", "./", "../"]
+            .iter()
+            .any(|r| token.starts_with(r));
+        if file_name || rooted && token.len() > 2 {
+            out.push(token);
+        }
+    }
+    out
+}
+
 /// What `messages` (an original history) holds.
 pub fn expected(messages: &[Message]) -> Expected {
     let mut out = Expected::default();
@@ -147,6 +180,9 @@ pub fn expected(messages: &[Message]) -> Expected {
             arguments(&args, None, &mut out);
             if kind == CallActivity::Command {
                 if let Some(command) = command_of(&args) {
+                    for path in command_paths(&command) {
+                        push(&mut out.paths, path);
+                    }
                     push(&mut out.commands, &command);
                 }
             }
@@ -220,32 +256,67 @@ fn command_head(command: &str) -> String {
     head(text.lines().next().unwrap_or(""), COMMAND_HEAD)
 }
 
-/// The roots a text defines for the paths it writes relative to them (the trail's
-/// `Files (most recent first; $ROOT = /home/u/project):`).
-fn roots(text: &str) -> Vec<&str> {
-    text.match_indices("$ROOT = ")
-        .filter_map(|(i, m)| {
-            let rest = &text[i + m.len()..];
-            rest.find(')').map(|end| &rest[..end])
-        })
-        .collect()
+/// `text` with the trail's shorthand spelled out, so that a path is looked for as the agent
+/// reads it: `$ROOT` replaced by the root the nearest heading before it defines
+/// (`Files ($ROOT = /home/u/p; ...)`), and a group `dir/{a.ex edited ×2, b.ex}` written as
+/// one line per member (`dir/a.ex edited ×2`, `dir/b.ex`).
+pub fn spelled_out(text: &str) -> String {
+    let mut root: Option<&str> = None;
+    let mut out = String::with_capacity(text.len());
+    for line in text.lines() {
+        if let Some(at) = line.find("$ROOT = ") {
+            let rest = &line[at + "$ROOT = ".len()..];
+            let end = rest.find([')', ';']).unwrap_or(rest.len());
+            root = Some(rest[..end].trim());
+        }
+        let line = match root {
+            Some(root) => line.replace("$ROOT", root),
+            None => line.to_owned(),
+        };
+        expand_groups(&line, &mut out);
+        out.push('\n');
+    }
+    out
 }
 
-/// Whether the path is in `text` in full, or relative to a root the text defines.
-fn has_path(text: &str, roots: &[&str], path: &str) -> bool {
-    text.contains(path)
-        || roots.iter().any(|root| {
-            path.strip_prefix(root)
-                .filter(|rest| rest.is_empty() || rest.starts_with('/'))
-                .is_some_and(|rest| text.contains(&format!("$ROOT{rest} ")))
+/// Writes `line` with each `prefix/{member, member}` group as one line per member.
+fn expand_groups(line: &str, out: &mut String) {
+    let Some(open) = line.find("/{") else {
+        out.push_str(line);
+        return;
+    };
+    let Some(close) = line[open..].find('}').map(|i| open + i) else {
+        out.push_str(line);
+        return;
+    };
+    let start = line[..open].rfind(char::is_whitespace).map_or(0, |i| i + 1);
+    out.push_str(&line[..start]);
+    let prefix = &line[start..=open];
+    for member in line[open + 2..close].split(", ") {
+        out.push('\n');
+        out.push_str(prefix);
+        out.push_str(member);
+    }
+    out.push('\n');
+    expand_groups(&line[close + 1..], out);
+}
+
+/// Whether `path` is spelled in `text` (spelled out) as a whole: not as the head of a
+/// longer name (`a.ex` in `a.exs`).
+fn has_path(text: &str, path: &str) -> bool {
+    text.match_indices(path).any(|(at, _)| {
+        let next = text[at + path.len()..].chars().next();
+        next.is_none_or(|c| {
+            !(c.is_alphanumeric() || "._-/~@+#%".contains(c)) || path.ends_with('/')
         })
+    })
 }
 
 /// The paths of `expected` that the output `text` does not hold.
 pub fn missing_paths(expected: &Expected, text: &str) -> Vec<String> {
-    let roots = roots(text);
+    let text = spelled_out(text);
     (expected.paths.iter())
-        .filter(|p| !has_path(text, &roots, p))
+        .filter(|p| !has_path(&text, p))
         .cloned()
         .collect()
 }
@@ -293,16 +364,64 @@ pub fn file_names(paths: &[String]) -> String {
 /// the agent reads the same path either way.
 pub fn kept(expected: &Expected, text: &str) -> Kept {
     let flat = normalized(text);
-    let roots = roots(text);
+    let spelled = spelled_out(text);
     let count = |items: &[String], probe: &dyn Fn(&str) -> bool| {
         (items.iter().filter(|i| probe(i)).count(), items.len())
     };
     Kept {
-        paths: count(&expected.paths, &|p| has_path(text, &roots, p)),
+        paths: count(&expected.paths, &|p| has_path(&spelled, p)),
         errors: count(&expected.errors, &|e| text.contains(e)),
         commands: count(&expected.commands, &|c| flat.contains(&command_head(c))),
         requests: count(&expected.requests, &|r| {
             flat.contains(&head(r, REQUEST_HEAD))
         }),
+        pinned: (0, 0),
     }
+}
+
+/// The planted messages: the text of each pinned message, then of the remember request.
+pub type Planted = Vec<String>;
+
+/// What the user asks to be remembered in [`plant`]'s copy.
+pub const REMEMBER: &str =
+    "Please remember: the staging database is read-only, never run migrations against it.";
+
+/// A copy of `conversation` with two messages of its middle pinned (the first assistant
+/// messages with text of their own at or after a third and two thirds of the history) and a
+/// user message asking to remember something inserted before the first assistant message
+/// at or after the middle (after a tool result or an answer, where a user turn is valid).
+/// Returns the copy and the texts of what was planted.
+pub fn plant(conversation: &Conversation) -> (Conversation, Planted) {
+    let mut copy = conversation.clone();
+    let n = copy.messages.len();
+    let mut planted = Vec::new();
+    for from in [n / 3, 2 * n / 3] {
+        let found = (from..n).find(|&i| {
+            let m = &copy.messages[i];
+            m.role() == Role::Assistant && !m.is_pinned() && !m.text_content().trim().is_empty()
+        });
+        if let Some(i) = found {
+            copy.messages[i].pin();
+            planted.push(copy.messages[i].text_content());
+        }
+    }
+    let at = (n / 2..n).find(|&i| {
+        let previous = &copy.messages[i - 1];
+        copy.messages[i].role() == Role::Assistant
+            && (previous.role() == Role::Tool
+                || previous.role() == Role::Assistant && previous.tool_calls().next().is_none())
+    });
+    if let Some(at) = at {
+        copy.messages
+            .insert(at, Message::text(Role::User, REMEMBER));
+        planted.push(REMEMBER.to_owned());
+    }
+    (copy, planted)
+}
+
+/// How many of the planted messages `output` holds as they were: (kept, planted).
+pub fn kept_planted(planted: &Planted, output: &Conversation) -> (usize, usize) {
+    let texts: Vec<String> = output.messages.iter().map(Message::text_content).collect();
+    let kept = planted.iter().filter(|p| texts.contains(p)).count();
+    (kept, planted.len())
 }

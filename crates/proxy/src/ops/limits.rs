@@ -1,37 +1,27 @@
-//! Slow and numerous clients: the proxy's own accept loop, so that a client has a bounded
-//! time to send its request head (HTTP/1 header read timeout) and its body, and the number
-//! of open connections is bounded (further ones wait in the listen queue until one closes).
-//!
-//! `axum::serve` has neither knob, hence this loop over hyper-util's connection builder;
-//! the router is the same.
+//! Slow and numerous clients: the limits a running proxy holds them to, and the request
+//! body's deadline. The accept loop that applies the connection limits is
+//! [`crate::ops::accept`].
 
-use std::future::Future;
-use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Router;
 use axum::body::Body;
-use axum::extract::ConnectInfo;
 use bytes::Bytes;
 use futures::{Stream, StreamExt};
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use hyper_util::server::conn::auto::Builder;
-use hyper_util::server::graceful::GracefulShutdown;
-use tokio::sync::Semaphore;
-use tower::ServiceExt;
 
 use crate::config::ProxyConfig;
-use crate::error::ProxyError;
 
 /// The client-side limits of a running proxy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Limits {
-    /// Time to send the request head.
+    /// Time to send the request head (the first from accept; each later one on a
+    /// keep-alive connection from the end of the answer before it).
     pub header_read_timeout: Duration,
     /// Time to send the request body.
     pub body_read_timeout: Duration,
-    /// Open connections at most.
+    /// Open connections at most (besides the reserve).
     pub max_connections: usize,
+    /// Connections without a complete first head one client may hold.
+    pub max_unfinished_heads_per_peer: usize,
 }
 
 impl Limits {
@@ -41,67 +31,9 @@ impl Limits {
             header_read_timeout: config.limits.header_read_timeout,
             body_read_timeout: config.limits.body_read_timeout,
             max_connections: config.limits.max_connections,
+            max_unfinished_heads_per_peer: config.max_unfinished_heads_per_peer(),
         }
     }
-}
-
-/// Serves `router` on `listener` under `limits` until `shutdown` completes, then lets the
-/// open connections finish.
-pub(crate) async fn serve_connections(
-    listener: tokio::net::TcpListener,
-    router: Router,
-    limits: Limits,
-    shutdown: impl Future<Output = ()> + Send,
-) -> Result<(), ProxyError> {
-    let slots = Arc::new(Semaphore::new(limits.max_connections));
-    let mut builder = Builder::new(TokioExecutor::new());
-    builder
-        .http1()
-        .timer(TokioTimer::new())
-        .header_read_timeout(limits.header_read_timeout);
-    let builder = Arc::new(builder);
-    let graceful = GracefulShutdown::new();
-    let mut shutdown = std::pin::pin!(shutdown);
-    loop {
-        // A slot first: beyond the limit, connections wait in the kernel's queue.
-        let permit = tokio::select! {
-            permit = slots.clone().acquire_owned() => match permit {
-                Ok(permit) => permit,
-                Err(_) => break,
-            },
-            () = &mut shutdown => break,
-        };
-        let (socket, peer) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
-                Err(e) => {
-                    // Out of file descriptors and the like: wait, do not spin.
-                    tracing::warn!(error = %e, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-            () = &mut shutdown => break,
-        };
-        let router = router.clone();
-        let service = hyper::service::service_fn(move |request: hyper::Request<_>| {
-            let mut request = request.map(Body::new);
-            // The peer, for the handlers that serve loopback only (the status page).
-            request.extensions_mut().insert(ConnectInfo(peer));
-            router.clone().oneshot(request)
-        });
-        let builder = builder.clone();
-        let watcher = graceful.watcher();
-        tokio::spawn(async move {
-            let connection = builder.serve_connection_with_upgrades(TokioIo::new(socket), service);
-            if let Err(e) = watcher.watch(connection.into_owned()).await {
-                tracing::debug!(error = %e, "connection ended");
-            }
-            drop(permit);
-        });
-    }
-    graceful.shutdown().await;
-    Ok(())
 }
 
 /// The request body, failing once `limit` has passed since it started: a client trickling

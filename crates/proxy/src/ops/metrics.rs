@@ -32,6 +32,30 @@ struct Counters {
     prefix_reused: u64,
     fast_path: u64,
     discovery: BTreeMap<String, u64>,
+    connections_closed: BTreeMap<&'static str, u64>,
+}
+
+/// Why the connection limits closed (or refused) a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ConnectionClosed {
+    /// Its request head was not complete at the header deadline.
+    HeadTimeout,
+    /// Its client held too many connections without a complete head: it was the oldest.
+    Evicted,
+    /// It came in over the connection limit and asked for something besides `/healthz`
+    /// (answered 503).
+    OverCapacity,
+}
+
+impl ConnectionClosed {
+    /// The `reason` label.
+    fn as_str(self) -> &'static str {
+        match self {
+            ConnectionClosed::HeadTimeout => "head_timeout",
+            ConnectionClosed::Evicted => "evicted",
+            ConnectionClosed::OverCapacity => "over_capacity",
+        }
+    }
 }
 
 /// A copy of the counters, for tests and reports.
@@ -157,6 +181,11 @@ impl Metrics {
         self.with(|c| *c.discovery.entry(source.to_owned()).or_default() += 1);
     }
 
+    /// A connection the limits closed, and why.
+    pub(crate) fn connection_closed(&self, reason: ConnectionClosed) {
+        self.with(|c| *c.connections_closed.entry(reason.as_str()).or_default() += 1);
+    }
+
     /// The counters as they are now.
     pub(crate) fn snapshot(&self) -> Snapshot {
         let mut s = Snapshot::default();
@@ -223,6 +252,12 @@ impl Metrics {
             "Where context windows came from.",
             sources,
         );
+        let closed = c.connections_closed.iter().map(|(r, n)| (*r, n));
+        let family = ("cascade_connections_closed_total", "counter", "reason");
+        let help = "Connections the client limits closed: head_timeout, evicted (the oldest \
+                    of a client holding too many without a complete head), over_capacity \
+                    (answered 503 beyond limits.max_connections).";
+        labelled(&mut out, family, help, closed);
         let scales = calibration
             .models()
             .map(|(model, scale)| (model, scale.scale));
@@ -352,6 +387,10 @@ mod tests {
         assert!(text.contains("cascade_requests_total{route=\"/v1/messages\",status=\"200\"} 2"));
         assert!(text.contains("cascade_summary_cache_hits_total 1"));
         assert_eq!(escape("a\"b"), "a\\\"b");
+        m.connection_closed(ConnectionClosed::Evicted);
+        m.connection_closed(ConnectionClosed::Evicted);
+        let text = m.render(&Calibration::new());
+        assert!(text.contains("cascade_connections_closed_total{reason=\"evicted\"} 2"));
     }
 
     #[test]

@@ -11,6 +11,7 @@ use crate::error::{ErrorKind, error_response};
 use crate::ops::metrics::{CallOutcome, Metrics};
 use crate::route::answer::Answer;
 use crate::route::fastpath::{Decision, FastPath, Incoming, decide};
+use crate::route::heavy::Turn;
 use crate::route::inbound::Inbound;
 use crate::route::outcome::{FastSent, Outcome, Sent};
 use crate::route::upstream::{Upstream, forwarded_headers};
@@ -63,17 +64,20 @@ enum Fast<'r> {
 
 impl Admission<'_> {
     /// Admits `inbound`: sent by the fast path, or parsed, or refused.
-    pub(crate) async fn admit<'r>(&self, inbound: &'r Inbound) -> Admitted<'r> {
-        let overflowed = match self.fast(inbound).await {
+    pub(crate) async fn admit<'r>(&self, inbound: &'r Inbound, turn: &Turn) -> Admitted<'r> {
+        let overflowed = match self.fast(inbound, turn).await {
             Fast::Answered(ended) => return Admitted::Fast(ended),
             Fast::Declined => None,
-            Fast::Overflowed(error) => Some(error),
+            Fast::Overflowed(error) => {
+                turn.again().await;
+                Some(error)
+            }
         };
         parse(inbound, overflowed)
     }
 
     /// The fast path for one request.
-    async fn fast<'r>(&self, inbound: &'r Inbound) -> Fast<'r> {
+    async fn fast<'r>(&self, inbound: &'r Inbound, turn: &Turn) -> Fast<'r> {
         // The Responses API is left to the slow path: its input items are not messages.
         let known = matches!(inbound.format, Format::OpenAi | Format::Anthropic);
         if !known || !self.fastpath.enabled {
@@ -82,6 +86,8 @@ impl Admission<'_> {
         let Some(decision) = self.decision(inbound).await else {
             return Fast::Declined;
         };
+        // The client's bytes go as they came: nothing heavy is left to do.
+        turn.end();
         match self.send(inbound, decision).await {
             Ok(ended) => Fast::Answered(Box::new(ended)),
             Err(overflow) => Fast::Overflowed(overflow),
@@ -142,6 +148,7 @@ impl Admission<'_> {
         // The skeleton stands for the request: equal to itself, so its bytes go as they came.
         let original = Some((inbound.bytes.clone(), skeleton.clone()));
         let call = (self.upstream).call(inbound.format, inbound.path(), headers, stream, original);
+        let call = call.ending(None);
         let result = call.call(skeleton).await;
         self.metrics.fast_path();
         let (ended, answer) = match result {
@@ -153,7 +160,15 @@ impl Admission<'_> {
                 }
                 let sent = (decision.prior, decision.tokens);
                 let output = completion.output;
-                (CallOutcome::Answered, Answer::Upstream { output, sent })
+                let rescale = None; // the fast path sends what the client sent
+                (
+                    CallOutcome::Answered,
+                    Answer::Upstream {
+                        output,
+                        sent,
+                        rescale,
+                    },
+                )
             }
         };
         let outcome = fast_outcome(inbound, decision, model, ended);

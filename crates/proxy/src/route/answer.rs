@@ -9,10 +9,13 @@ use axum::body::Body;
 use axum::http::HeaderValue;
 use axum::response::Response;
 use cascade_llm::Provider;
+use context_cascade::logged::clipped;
 use context_cascade::{Format, LlmError, Report};
+use futures::StreamExt;
 
 use crate::error::{ErrorKind, error_response};
 use crate::route::cut::complete_events;
+use crate::route::gauge;
 use crate::route::outcome::Outcome;
 use crate::route::stream::scan_usage;
 use crate::route::upstream::{UpstreamOutput, passthrough_error, response_headers};
@@ -28,6 +31,8 @@ pub(crate) enum Answer {
     Upstream {
         output: UpstreamOutput,
         sent: (f64, u64),
+        /// The factor the answer's prompt counts are rescaled by (`requests.gauge`).
+        rescale: Option<f64>,
     },
     /// The conversation could not be made to fit.
     Exhausted,
@@ -47,9 +52,11 @@ impl Answering<'_> {
     pub(crate) fn respond(&self, outcome: &Outcome<'_>, answer: Answer) -> Response {
         let (format, report) = (outcome.format, &outcome.report);
         let mut response = match answer {
-            Answer::Upstream { output, sent } => {
-                self.success(output, format, sent, outcome.model.clone())
-            }
+            Answer::Upstream {
+                output,
+                sent,
+                rescale,
+            } => self.success(output, format, (sent, rescale), outcome.model.clone()),
             Answer::Exhausted => exhausted(format, report),
             Answer::Failed(error) => upstream_failure(format, &error),
         };
@@ -62,7 +69,7 @@ impl Answering<'_> {
         &self,
         output: UpstreamOutput,
         format: Format,
-        (prior, counted): (f64, u64),
+        ((prior, counted), rescale): ((f64, u64), Option<f64>),
         model: String,
     ) -> Response {
         match output {
@@ -71,6 +78,10 @@ impl Answering<'_> {
                 headers,
                 body,
             } => {
+                let body = match rescale {
+                    Some(factor) if status.is_success() => gauge::rescale_body(body, factor),
+                    _ => body,
+                };
                 let mut response = Response::new(Body::from(body));
                 *response.status_mut() = status;
                 *response.headers_mut() = response_headers(&headers);
@@ -87,6 +98,11 @@ impl Answering<'_> {
                     // The stream's callback is synchronous: the write goes on its own task.
                     let (calibrator, model) = (calibrator.clone(), model.clone());
                     tokio::spawn(async move { calibrator.save(&model).await });
+                });
+                // The count is read before the rescale: calibration needs the provider's own.
+                let body = body.map(move |chunk| match (chunk, rescale) {
+                    (Ok(chunk), Some(factor)) => Ok(gauge::rescale_events(chunk, factor)),
+                    (chunk, _) => chunk,
                 });
                 let mut response = Response::new(Body::from_stream(body));
                 *response.status_mut() = status;
@@ -131,12 +147,12 @@ pub(crate) fn upstream_failure(format: Format, error: &LlmError) -> Response {
             body,
         } => passthrough_error(*status, headers, body.clone()),
         LlmError::Transport(detail) => {
-            tracing::warn!(%detail, "upstream unreachable");
+            tracing::warn!(detail = %clipped(detail), "upstream unreachable");
             let message = format!("context-cascade: could not reach the upstream: {detail}");
             error_response(format, ErrorKind::Unreachable, &message)
         }
         LlmError::Local(detail) => {
-            tracing::warn!(%detail, "could not send the request upstream");
+            tracing::warn!(detail = %clipped(detail), "could not send the request upstream");
             let message = format!("context-cascade: could not send the request: {detail}");
             error_response(format, ErrorKind::Internal, &message)
         }

@@ -22,6 +22,8 @@ use crate::route::answer::Answering;
 use crate::route::body::BodyLimits;
 use crate::route::call::Calling;
 use crate::route::fastpath::{self, FastPath};
+use crate::route::gauge::Gauge;
+use crate::route::heavy::HeavyStages;
 use crate::route::observers::{self, Observed};
 use crate::route::outcome::Observer;
 use crate::route::pipeline::Stages;
@@ -58,6 +60,10 @@ pub struct AppState {
     calibrator: Arc<Calibrator>,
     /// Requests the cascade would leave alone skip it (issue 15).
     fastpath: Arc<FastPath>,
+    /// Turns at the heavy stages (parse, prepare, write): one per core.
+    heavy: Arc<HeavyStages>,
+    /// What answers tell the client its prompt took (`requests.gauge`).
+    gauge: Gauge,
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) responses: ResponsesCounters,
     /// `None` when background summaries are off (or the summarizer is offline).
@@ -102,6 +108,7 @@ impl AppState {
         let background = background::jobs_for(&config)
             .map(|jobs| Arc::new(Background::new(summaries.clone(), manager.clone(), jobs)));
         let writes = Writes::default();
+        let heavy = Arc::new(HeavyStages::per_core());
         let (store, labels) = (base.store, base.labels);
         let calibrator = Arc::new(Calibrator::new(
             manager.clone(),
@@ -122,14 +129,18 @@ impl AppState {
             limits,
             tenancy: base.tenancy,
             manager,
-            sticky: (config.requests.sticky_prefix)
-                .then(|| Arc::new(Sticky::new(store.clone(), writes.clone()))),
+            sticky: (config.requests.sticky_prefix).then(|| {
+                let sticky = Sticky::new(store.clone(), writes.clone());
+                Arc::new(sticky.with_turns(heavy.semaphore()))
+            }),
             recaller: (config.requests.recall).then(|| Recaller::new(store.clone())),
             store,
             windows: base.windows,
             labels,
             calibrator,
             fastpath: Arc::new(FastPath::new(config.requests.fast_path)),
+            heavy,
+            gauge: config.requests.gauge,
             metrics: base.metrics,
             responses: ResponsesCounters::default(),
             background,
@@ -212,6 +223,7 @@ impl AppState {
             base: &upstream.base,
         };
         Stages {
+            heavy: &self.heavy,
             admission: Admission {
                 fastpath: &self.fastpath,
                 manager,
@@ -228,6 +240,7 @@ impl AppState {
                 budgeting: budgeting(),
                 metrics,
                 upstream,
+                gauge: self.gauge,
             },
             calling: Calling {
                 manager,

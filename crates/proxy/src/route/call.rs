@@ -4,17 +4,20 @@
 
 use std::sync::{Arc, Mutex};
 
-use context_cascade::{CallError, ContextManager};
+use context_cascade::{CallError, Called, ContextManager, Conversation, Report};
 
 use crate::ops::metrics::CallOutcome;
 use crate::recall::Recaller;
 use crate::route::answer::Answer;
+use crate::route::gauge;
+use crate::route::heavy::Turn;
+use crate::route::history::whole;
 use crate::route::inbound::Inbound;
 use crate::route::outcome::{Cascaded, Outcome, Sent};
 use crate::route::preparation::Prepared;
 use crate::route::recalling::Round;
 use crate::route::responses::Watched;
-use crate::route::upstream::{Upstream, UpstreamCall};
+use crate::route::upstream::{Upstream, UpstreamCall, UpstreamOutput};
 use crate::state::StateStore;
 use crate::state::summary_cache::CachingSummarizer;
 use crate::window::shared;
@@ -37,6 +40,7 @@ impl Calling<'_> {
         &self,
         inbound: &'r Inbound,
         prepared: Prepared<'r>,
+        turn: &Turn,
     ) -> (Outcome<'r>, Answer) {
         let format = inbound.format;
         let Prepared {
@@ -50,19 +54,29 @@ impl Calling<'_> {
             untouched,
             headers,
             overflowed,
+            held,
+            client_tokens,
         } = prepared;
-        let original = untouched.then(|| (inbound.bytes.clone(), conversation.clone()));
+        // The client's bytes stand for the whole request (held messages included).
+        let original =
+            untouched.then(|| (inbound.bytes.clone(), whole(held.as_ref(), &conversation)));
+        // Recall's follow-ups: the same request offering the tool, held messages joined;
+        // each gives the turn back before it waits (the engine's first call has already).
         let round = (self.recaller).map(|recaller| Round {
             recaller,
             inbound,
             scoped: &key,
             call: UpstreamCall {
                 recall_tool: !stream,
+                held: held.clone(),
                 ..(self.upstream).call(format, inbound.path(), headers.clone(), false, None)
-            },
+            }
+            .ending(Some(turn)),
         });
         let mut call = (self.upstream).call(format, inbound.path(), headers, stream, original);
+        call.held = held.clone();
         call.recall_tool = round.is_some() && !stream;
+        let call = call.ending(Some(turn));
         let call = Watched::new(call, format).answered_already(overflowed);
         shared::before_call(self.store, self.manager).await;
         // The summary cache below the engine, bound to the request's tenant.
@@ -70,26 +84,11 @@ impl Calling<'_> {
         let result = (self.manager)
             .call_with_summarizer(&call, &mut conversation, budget, &summaries)
             .await;
-        let (report, ended, answer) = match result {
-            Ok(called) => {
-                let sent = (
-                    self.manager.prior(&conversation),
-                    self.manager.estimate(&conversation),
-                );
-                let mut output = called.output;
-                if let Some(round) = &round {
-                    round.keep(&called.report).await;
-                    output = round.answer(&conversation, output).await;
-                }
-                let answer = Answer::Upstream { output, sent };
-                (called.report, CallOutcome::Answered, answer)
-            }
-            Err(CallError::Exhausted { report }) => {
-                (report, CallOutcome::Exhausted, Answer::Exhausted)
-            }
-            Err(CallError::Llm { error, report }) => {
-                (report, CallOutcome::Failed, Answer::Failed(error))
-            }
+        let result = Round::after(round.as_ref(), result, &conversation).await;
+        let (report, ended, answer) = self.ended(result, &conversation, client_tokens);
+        let conversation = match &held {
+            Some(held) => held.join(&conversation),
+            None => conversation,
         };
         let cascaded = Cascaded {
             conversation,
@@ -110,5 +109,38 @@ impl Calling<'_> {
             sent: Sent::Cascade(cascaded),
         };
         (outcome, answer)
+    }
+}
+
+impl Calling<'_> {
+    /// How the engine's call ended: its report, the outcome and the client's answer, whose
+    /// usage is rescaled to `client_tokens` when the gauge reports the client's size.
+    fn ended(
+        &self,
+        result: Result<Called<UpstreamOutput>, CallError>,
+        sent: &Conversation,
+        client_tokens: Option<u64>,
+    ) -> (Report, CallOutcome, Answer) {
+        match result {
+            Ok(called) => {
+                // Both estimates under the calibration before the answer (which it updates).
+                let after = called.report.tokens_after;
+                let rescale = client_tokens.and_then(|client| gauge::factor(client, after));
+                let output = called.output;
+                let sent = (self.manager.prior(sent), self.manager.estimate(sent));
+                let answer = Answer::Upstream {
+                    output,
+                    sent,
+                    rescale,
+                };
+                (called.report, CallOutcome::Answered, answer)
+            }
+            Err(CallError::Exhausted { report }) => {
+                (report, CallOutcome::Exhausted, Answer::Exhausted)
+            }
+            Err(CallError::Llm { error, report }) => {
+                (report, CallOutcome::Failed, Answer::Failed(error))
+            }
+        }
     }
 }

@@ -398,13 +398,8 @@ where
 pub(crate) fn exact_counts(
     manager: context_cascade::ContextManager,
 ) -> context_cascade::ContextManager {
-    use context_cascade::estimate::exact::counter_for_model;
-    // Loading a tokenizer's tables takes about 80 ms: on a thread of its own at startup,
-    // not on the first OpenAI request (and not on a Tokio worker).
-    std::thread::spawn(|| {
-        counter_for_model("gpt-4o");
-        counter_for_model("gpt-4");
-    });
+    // Nothing to preload: the tokenizers' tables are in the binary and paged in as counting
+    // touches them, so an idle proxy holds none of them (issue 27).
     manager.with_exact_counts()
 }
 

@@ -1,6 +1,6 @@
 //! The routes: the three cascade routes (chat, messages, responses), each a request through
-//! the [`pipeline`]'s stages; metrics, health and the status page; the pass-through for
-//! everything else.
+//! the [`pipeline`]'s stages; metrics and the status page (loopback or the admin token),
+//! health (anyone); the pass-through for everything else.
 
 pub(crate) mod admission;
 pub(crate) mod answer;
@@ -9,11 +9,15 @@ pub(crate) mod body;
 pub(crate) mod call;
 pub(crate) mod cut;
 pub(crate) mod fastpath;
+pub(crate) mod gauge;
+pub(crate) mod heavy;
+pub(crate) mod history;
 pub(crate) mod inbound;
 pub(crate) mod observers;
 pub(crate) mod outcome;
 pub(crate) mod pipeline;
 pub(crate) mod preparation;
+pub(crate) mod provider_compaction;
 pub(crate) mod recalling;
 pub(crate) mod responses;
 pub(crate) mod stream;
@@ -32,9 +36,11 @@ use context_cascade::Format;
 use self::answer::upstream_failure;
 use self::app::AppState;
 use self::inbound::Inbound;
+use self::provider_compaction::{COMPACT_ROUTE, asks_provider_to_compact};
 use crate::config::ProxyConfig;
 use crate::error::ProxyError;
-use crate::ops::limits::{deadline_body, serve_connections};
+use crate::ops::accept::serve_connections;
+use crate::ops::limits::deadline_body;
 use crate::state::writes::FLUSH_BOUND;
 
 /// The proxy's routes over `state`.
@@ -51,6 +57,7 @@ pub fn router(state: Arc<AppState>) -> Router {
             responses::ROUTE,
             post(responses_route).fallback(passthrough),
         )
+        .route(COMPACT_ROUTE, post(compact_route).fallback(passthrough))
         .fallback(passthrough)
         .with_state(state)
 }
@@ -92,7 +99,8 @@ pub async fn serve_state(
         tracing::info!(%address, %upstream, "context-cascade proxy listening");
     }
     let limits = state.limits;
-    serve_connections(listener, router(state.clone()), limits, shutdown).await?;
+    let metrics = state.metrics.clone();
+    serve_connections(listener, router(state.clone()), limits, metrics, shutdown).await?;
     if !state.flush(FLUSH_BOUND).await {
         tracing::warn!("stopped with state writes still pending after {FLUSH_BOUND:?}");
     }
@@ -109,7 +117,12 @@ async fn health(State(state): State<Arc<AppState>>) -> String {
     }
 }
 
-async fn metrics(State(state): State<Arc<AppState>>) -> Response {
+/// `GET /metrics`: the counters, behind the status page's guard (they tell who uses the
+/// proxy how much, and which models).
+async fn metrics(State(state): State<Arc<AppState>>, request: Request) -> Response {
+    if let Err(refusal) = state.status.authorize(&request) {
+        return refusal.response();
+    }
     // Only the model names admitted as labels (a client-chosen name is not a series).
     let mut text = state.metrics.render(&state.admitted_calibration());
     text.push_str(&state.windows.render_learned());
@@ -150,18 +163,38 @@ async fn responses_route(State(state): State<Arc<AppState>>, request: Request) -
         Ok(inbound) if responses::holds_history_upstream(&inbound.bytes) => {
             responses::forward_history(&state.upstream, &state.responses, inbound).await
         }
+        Ok(inbound) if asks_provider_to_compact(format, &inbound.bytes) => {
+            responses::forward_compaction(&state.upstream, &state.responses, inbound).await
+        }
         Ok(inbound) => state.stages().run(inbound).await,
     };
     (state.metrics).request(responses::ROUTE, response.status().as_u16());
     response
 }
 
-/// One request on a cascade route, read, then through the stages.
+/// One request on a cascade route, read, then through the stages (or forwarded untouched
+/// when it asks the provider to compact).
 async fn cascade(state: &AppState, format: Format, request: Request) -> Response {
     match Inbound::read(state.body_limits, &state.tenancy, format, request).await {
+        Ok(inbound) if asks_provider_to_compact(format, &inbound.bytes) => {
+            responses::forward_compaction(&state.upstream, &state.responses, inbound).await
+        }
         Ok(inbound) => state.stages().run(inbound).await,
         Err(refusal) => refusal,
     }
+}
+
+/// `POST /v1/responses/compact`: the provider compacts; forwarded untouched.
+async fn compact_route(State(state): State<Arc<AppState>>, request: Request) -> Response {
+    let format = Format::Responses;
+    let response = match Inbound::read(state.body_limits, &state.tenancy, format, request).await {
+        Err(refusal) => refusal,
+        Ok(inbound) => {
+            responses::forward_compaction(&state.upstream, &state.responses, inbound).await
+        }
+    };
+    (state.metrics).request(COMPACT_ROUTE, response.status().as_u16());
+    response
 }
 
 async fn passthrough(State(state): State<Arc<AppState>>, request: Request) -> Response {

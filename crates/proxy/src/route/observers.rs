@@ -6,6 +6,7 @@
 use std::sync::Arc;
 
 use context_cascade::BoxFuture;
+use context_cascade::logged::clipped;
 
 use crate::ahead::background::{self, Background};
 use crate::ops::metrics::{CallOutcome, Metrics};
@@ -74,7 +75,8 @@ impl Observer for WindowLearning {
                     .save_learned_window(model, learned.limit, learned.counts_reserve)
                     .await
             {
-                tracing::warn!(model, error = %e, "could not persist a learned window");
+                let model = clipped(model);
+                tracing::warn!(?model, error = %e, "could not persist a learned window");
             }
         })
     }

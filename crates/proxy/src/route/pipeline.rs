@@ -7,12 +7,15 @@ use axum::response::Response;
 use crate::route::admission::{Admission, Admitted};
 use crate::route::answer::Answering;
 use crate::route::call::Calling;
+use crate::route::heavy::HeavyStages;
 use crate::route::inbound::Inbound;
 use crate::route::outcome::Observer;
 use crate::route::preparation::Preparation;
 
 /// The stages, each with the services it uses.
 pub(crate) struct Stages<'s> {
+    /// Turns at the heavy stages: admission up to the first upstream body written.
+    pub(crate) heavy: &'s HeavyStages,
     pub(crate) admission: Admission<'s>,
     pub(crate) preparation: Preparation<'s>,
     pub(crate) calling: Calling<'s>,
@@ -24,7 +27,10 @@ pub(crate) struct Stages<'s> {
 impl Stages<'_> {
     /// One request, read, through to its answer.
     pub(crate) async fn run(&self, inbound: Inbound) -> Response {
-        let (outcome, answer) = match self.admission.admit(&inbound).await {
+        // Waiting here holds only the body's bytes; the turn ends once the upstream body is
+        // written (or with this function).
+        let turn = self.heavy.turn().await;
+        let (outcome, answer) = match self.admission.admit(&inbound, &turn).await {
             Admitted::Refused(refusal) => return refusal,
             Admitted::Fast(ended) => *ended,
             Admitted::Parsed(parsed) => {
@@ -32,9 +38,10 @@ impl Stages<'_> {
                     Ok(prepared) => prepared,
                     Err(refusal) => return refusal,
                 };
-                self.calling.call(&inbound, prepared).await
+                self.calling.call(&inbound, prepared, &turn).await
             }
         };
+        turn.end();
         for observer in self.observers {
             observer.after(&outcome).await;
         }

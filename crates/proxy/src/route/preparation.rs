@@ -6,12 +6,15 @@ use axum::http::HeaderMap;
 use axum::response::Response;
 use bytes::Bytes;
 use context_cascade::format::parse_value;
+use context_cascade::logged::clipped;
 use context_cascade::{Budget, ContextManager, Conversation, Format, LlmError};
 use serde_json::Value;
 
 use crate::error::{ErrorKind, error_response};
 use crate::ops::metrics::Metrics;
 use crate::route::admission::Parsed;
+use crate::route::gauge::Gauge;
+use crate::route::history::{Held, client_estimate};
 use crate::route::inbound::Inbound;
 use crate::route::upstream::{Upstream, forwarded_headers};
 use crate::state::{Edit, LazyHashes, StateStore, Sticky, hash_at, memory};
@@ -26,6 +29,8 @@ pub(crate) struct Preparation<'s> {
     pub(crate) budgeting: Budgeting<'s>,
     pub(crate) metrics: &'s Metrics,
     pub(crate) upstream: &'s Upstream,
+    /// What answers tell the client its prompt took.
+    pub(crate) gauge: Gauge,
 }
 
 /// A request ready for the engine's call.
@@ -46,6 +51,10 @@ pub(crate) struct Prepared<'r> {
     pub(crate) headers: HeaderMap,
     /// The fast path's overflow answer to this request, if it had one.
     pub(crate) overflowed: Option<LlmError>,
+    /// What a provider's compaction supersedes, held out of the cascade.
+    pub(crate) held: Option<Held>,
+    /// The estimate of what the client sent, when answers report it (`gauge = "client"`).
+    pub(crate) client_tokens: Option<u64>,
 }
 
 impl Preparation<'_> {
@@ -72,6 +81,8 @@ impl Preparation<'_> {
             );
             error_response(format, ErrorKind::InvalidRequest, &message)
         })?;
+        let client_tokens =
+            (self.gauge == Gauge::Client).then(|| client_estimate(self.manager, &conversation));
         let stitched = match self.sticky {
             Some(sticky) => sticky.stitch(&key, &mut hashes, &mut conversation).await,
             None => None,
@@ -94,6 +105,8 @@ impl Preparation<'_> {
         // Untouched requests go upstream byte for byte as the client wrote them (unless they
         // carry `_pin` markers, which providers reject).
         let untouched = as_sent && !carries_pins(&conversation);
+        // The provider reads the history from its newest compaction on: the cascade too.
+        let held = Held::split(&mut conversation);
         Ok(Prepared {
             key,
             model,
@@ -105,6 +118,8 @@ impl Preparation<'_> {
             untouched,
             headers,
             overflowed,
+            held,
+            client_tokens,
         })
     }
 
@@ -166,13 +181,16 @@ impl Preparation<'_> {
                 manager.observe_sent(model, prior, estimate, tokens);
                 self.metrics.llama_cpp_count();
                 tracing::info!(
-                    model,
+                    model = ?clipped(model),
                     tokens,
                     estimate,
                     "first request counted by llama.cpp"
                 );
             }
-            None => tracing::debug!(model, "llama.cpp did not count the first request"),
+            None => {
+                let model = clipped(model);
+                tracing::debug!(?model, "llama.cpp did not count the first request");
+            }
         }
     }
 }

@@ -7,7 +7,7 @@
 use axum::http::header::CONTENT_LENGTH;
 use bytes::Bytes;
 use context_cascade::recall::{ANSWER_TOKENS, RecallCall};
-use context_cascade::{Conversation, Format, Report};
+use context_cascade::{CallError, Called, Conversation, Format, Report};
 use serde_json::Value;
 
 use crate::recall::turn::{self, Asked};
@@ -29,6 +29,23 @@ pub(crate) struct Round<'a> {
 }
 
 impl Round<'_> {
+    /// The engine's `result` with recall's part done when `round` is on: what was removed
+    /// kept, the recall rounds run. A failed call, or recall off, is left as it is.
+    pub(crate) async fn after(
+        round: Option<&Round<'_>>,
+        result: Result<Called<UpstreamOutput>, CallError>,
+        conversation: &Conversation,
+    ) -> Result<Called<UpstreamOutput>, CallError> {
+        match (result, round) {
+            (Ok(mut called), Some(round)) => {
+                round.keep(&called.report).await;
+                called.output = round.answer(conversation, called.output).await;
+                Ok(called)
+            }
+            (result, _) => result,
+        }
+    }
+
     /// Keeps what `report`'s steps removed (sealed under the request's key).
     pub(crate) async fn keep(&self, report: &Report) {
         let removals: Vec<_> = report.steps.iter().flat_map(|s| &s.removed).collect();
@@ -143,7 +160,7 @@ impl Round<'_> {
         }
         turn::follow_up(format, request, answer, &results);
         let body = Bytes::from(serde_json::to_vec(request).ok()?);
-        match self.call.send_body(body).await.ok()?.output {
+        match self.call.send_body(Ok(body)).await.ok()?.output {
             UpstreamOutput::Full { body, .. } => serde_json::from_slice(&body).ok(),
             UpstreamOutput::Stream(_) => None,
         }

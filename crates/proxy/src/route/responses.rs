@@ -5,7 +5,7 @@
 //! exception: a request with `previous_response_id` or `conversation` holds its history on
 //! the provider's side, so its body is only the newest part and nothing in it may be
 //! removed; it goes upstream byte for byte, and the answer says so in the
-//! [`REPORT_HEADER`] header.
+//! [`REPORT_HEADER`](crate::route::answer::REPORT_HEADER) header.
 //!
 //! Streaming: a Responses stream may open with `response.created` / `response.in_progress`
 //! and then fail with `response.failed` (`context_length_exceeded`). Those opening events are
@@ -15,8 +15,6 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use axum::body::Body;
-use axum::http::HeaderValue;
 use axum::response::Response;
 use bytes::Bytes;
 use cascade_llm::{header_pairs, responses_failure, transport_error};
@@ -24,9 +22,8 @@ use context_cascade::{BoxFuture, Completion, Conversation, Format, Llm, LlmError
 use futures::{StreamExt, TryStreamExt};
 use serde_json::Value;
 
-use crate::error::{ErrorKind, error_response};
-use crate::route::answer::REPORT_HEADER;
 use crate::route::inbound::Inbound;
+use crate::route::provider_compaction::{PROVIDER_COMPACTION, forward_untouched};
 use crate::route::upstream::{Upstream, UpstreamCall, UpstreamOutput};
 use crate::window::discovery::Learned;
 
@@ -41,6 +38,9 @@ const PEEK_LIMIT: usize = 256 * 1024;
 #[derive(Debug, Default)]
 pub(crate) struct ResponsesCounters {
     history_upstream: AtomicU64,
+    /// Requests that asked the provider to compact (any cascade route, and
+    /// `/v1/responses/compact`).
+    provider_compaction: AtomicU64,
 }
 
 impl ResponsesCounters {
@@ -49,8 +49,12 @@ impl ResponsesCounters {
         format!(
             "# HELP cascade_history_upstream_total Responses requests whose history the provider holds (previous_response_id, conversation), forwarded untouched.\n\
              # TYPE cascade_history_upstream_total counter\n\
-             cascade_history_upstream_total {}\n",
-            self.history_upstream.load(Ordering::Relaxed)
+             cascade_history_upstream_total {}\n\
+             # HELP cascade_provider_compaction_total Requests that asked the provider to compact (Anthropic compaction parameter, Responses compaction_trigger, /v1/responses/compact), forwarded untouched.\n\
+             # TYPE cascade_provider_compaction_total counter\n\
+             cascade_provider_compaction_total {}\n",
+            self.history_upstream.load(Ordering::Relaxed),
+            self.provider_compaction.load(Ordering::Relaxed)
         )
     }
 }
@@ -63,22 +67,18 @@ pub(crate) async fn forward_history(
     inbound: Inbound,
 ) -> Response {
     counters.history_upstream.fetch_add(1, Ordering::Relaxed);
-    let path = inbound.path().to_owned();
-    let Inbound { parts, bytes, .. } = inbound;
-    let sent = (upstream)
-        .forward(&path, parts.method, &parts.headers, Body::from(bytes))
-        .await;
-    match sent {
-        Ok(mut response) => {
-            let value = HeaderValue::from_static(HISTORY_UPSTREAM);
-            response.headers_mut().insert(REPORT_HEADER, value);
-            response
-        }
-        Err(error) => {
-            let message = format!("context-cascade: could not reach the upstream: {error}");
-            error_response(Format::Responses, ErrorKind::Unreachable, &message)
-        }
-    }
+    forward_untouched(upstream, inbound, HISTORY_UPSTREAM).await
+}
+
+/// A request that asks the provider to compact, forwarded byte for byte (see
+/// [`crate::route::provider_compaction`]).
+pub(crate) async fn forward_compaction(
+    upstream: &Upstream,
+    counters: &ResponsesCounters,
+    inbound: Inbound,
+) -> Response {
+    counters.provider_compaction.fetch_add(1, Ordering::Relaxed);
+    forward_untouched(upstream, inbound, PROVIDER_COMPACTION).await
 }
 
 /// Whether a Responses body names `previous_response_id` or `conversation` (read without

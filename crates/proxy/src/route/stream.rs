@@ -3,7 +3,9 @@
 //! by.
 //!
 //! The scanner keeps only the current unfinished line and event, so memory stays bounded
-//! whatever the stream's length. When the client goes away, axum drops the body stream,
+//! whatever the stream's length. The count is reported when the stream ends: an Anthropic
+//! stream may show only later (a `compaction` block, `usage.iterations`) that the provider
+//! compacted the prompt, and then its count is not of the request sent. When the client goes away, axum drops the body stream,
 //! which drops the upstream response and closes its connection.
 
 use std::pin::Pin;
@@ -14,8 +16,8 @@ use cascade_llm::{Provider, UsageScanner};
 use futures::Stream;
 
 /// Passes `upstream` through unchanged, calling `on_usage` once with the prompt tokens the
-/// stream reports (when it reports them), as soon as their event has gone by (or the
-/// stream ended right after it).
+/// stream reports (when it reports them and the provider did not compact the prompt), when
+/// the stream ends.
 pub(crate) fn scan_usage<S, E, F>(provider: Provider, upstream: S, on_usage: F) -> ScanUsage<S, F>
 where
     S: Stream<Item = Result<Bytes, E>> + Send,
@@ -61,10 +63,7 @@ where
         let item = this.upstream.as_mut().poll_next(cx);
         if !this.reported {
             match &item {
-                Poll::Ready(Some(Ok(chunk))) => {
-                    this.scanner.feed(chunk);
-                    this.report();
-                }
+                Poll::Ready(Some(Ok(chunk))) => this.scanner.feed(chunk),
                 // The last event may lack its blank line.
                 Poll::Ready(None) => {
                     this.scanner.finish();

@@ -19,6 +19,9 @@ use context_cascade::{Conversation, Format};
 
 use cascade_llm::{Provider, header_pairs, transport_error, usage_from_body};
 
+use crate::route::heavy::Turn;
+use crate::route::history::Held;
+
 /// Headers that describe one connection, not the request (RFC 9110 §7.6.1), plus the ones
 /// the HTTP client sets itself.
 const CONNECTION_HEADERS: &[&str] = &[
@@ -109,13 +112,15 @@ impl Upstream {
     ) -> UpstreamCall<'_> {
         UpstreamCall {
             provider: Provider::for_format(format),
-            original,
+            original: std::sync::Mutex::new(original),
             client: &self.client,
             url: self.url(path),
             headers,
             stream,
             timeout: self.timeout,
             recall_tool: false,
+            turn: None,
+            held: None,
         }
     }
 
@@ -168,22 +173,44 @@ pub(crate) struct UpstreamCall<'a> {
     pub stream: bool,
     /// Time allowed for the headers, and for a complete body.
     pub timeout: Duration,
-    /// The client's body and the conversation it parsed into: while the conversation the
-    /// engine sends is still equal to it, the client's bytes go upstream as they came.
-    pub original: Option<(Bytes, Conversation)>,
+    /// The client's body and the conversation it parsed into: when the conversation the
+    /// engine first sends is still equal to it, the client's bytes go upstream as they
+    /// came. Taken by the first call, so that the copy is not held while the upstream
+    /// answers (a later call follows an overflow: the engine changed the conversation).
+    pub original: std::sync::Mutex<Option<(Bytes, Conversation)>>,
+    /// The request's turn at the heavy stages, ended once the body is written: the wait
+    /// for the upstream needs none.
+    pub turn: Option<&'a Turn>,
+    /// What a provider's compaction supersedes: put back, as it came, in every request.
+    pub held: Option<Held>,
     /// Offer the recall tool when the request carries removed content (recall on, not
     /// streamed): `crate::recall::with_tool`.
     pub recall_tool: bool,
 }
 
-impl UpstreamCall<'_> {
+impl<'a> UpstreamCall<'a> {
+    /// The call, giving `turn` back once its first body is written.
+    pub(crate) fn ending(mut self, turn: Option<&'a Turn>) -> Self {
+        self.turn = turn;
+        self
+    }
+
     /// The request body for `conversation`: the client's own bytes when nothing changed,
     /// else the conversation written out with `_pin` stripped.
     pub(crate) fn body(&self, conversation: &Conversation) -> Result<Bytes, LlmError> {
-        if let Some((bytes, parsed)) = &self.original
-            && parsed == conversation
+        let joined;
+        let conversation = match &self.held {
+            Some(held) => {
+                joined = held.join(conversation);
+                &joined
+            }
+            None => conversation,
+        };
+        let original = (self.original.lock().unwrap_or_else(|p| p.into_inner())).take();
+        if let Some((bytes, parsed)) = original
+            && parsed == *conversation
         {
-            return Ok(bytes.clone());
+            return Ok(bytes);
         }
         let options = WriteOptions {
             strip_pins: true,
@@ -202,14 +229,21 @@ impl UpstreamCall<'_> {
         &self,
         conversation: &Conversation,
     ) -> Result<Completion<UpstreamOutput>, LlmError> {
-        self.send_body(self.body(conversation)?).await
+        let body = self.body(conversation);
+        self.send_body(body).await
     }
 
-    /// POSTs `body` as this call's request (a recall round's follow-up goes this way).
+    /// POSTs `body` (the body of a request, or why none could be written) as this call's
+    /// request, giving the heavy-stage turn back first: the wait for the upstream needs
+    /// none. A recall round's follow-up goes this way too.
     pub(crate) async fn send_body(
         &self,
-        body: Bytes,
+        body: Result<Bytes, LlmError>,
     ) -> Result<Completion<UpstreamOutput>, LlmError> {
+        if let Some(turn) = self.turn {
+            turn.end();
+        }
+        let body = body?;
         let mut request = self.client.post(&self.url).headers(self.headers.clone());
         if !self.headers.contains_key(CONTENT_TYPE) {
             // The body is JSON whatever the client said (or did not say).

@@ -14,6 +14,8 @@ use context_cascade::format::message_facts::{is_system, messages, user_text};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
+use crate::state::store::fact::fact_head;
+
 /// The header that names a conversation explicitly.
 pub const SESSION_HEADER: &str = "x-cascade-session";
 /// The first line of the injected memory text.
@@ -74,12 +76,13 @@ pub fn fact_hash(text: &str) -> String {
     hex::encode(Sha256::digest(text.as_bytes()))
 }
 
-/// The stored facts this request no longer carries in any user message.
+/// The stored facts this request no longer carries in any user message. A fact the store
+/// cut is carried when the request holds its head (the text before the store's note).
 pub fn missing_facts(body: &Value, facts: &[String]) -> Vec<String> {
     let texts: Vec<String> = messages(body).iter().filter_map(user_text).collect();
     facts
         .iter()
-        .filter(|fact| !texts.iter().any(|t| t.contains(fact.as_str())))
+        .filter(|fact| !texts.iter().any(|t| t.contains(fact_head(fact))))
         .cloned()
         .collect()
 }

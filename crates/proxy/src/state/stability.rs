@@ -25,6 +25,8 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 
+use tokio::sync::Semaphore;
+
 use bytes::Bytes;
 use context_cascade::format::parse;
 use context_cascade::{Conversation, Format, MessageId};
@@ -34,8 +36,14 @@ pub(crate) use crate::state::identity::{Edit, LazyHashes, id_at as hash_at};
 use crate::state::store::{StateStore, StoredSession};
 use crate::state::writes::Writes;
 
-/// How many conversations are kept in memory (the store keeps them all).
+/// How many conversations are kept in memory (the store keeps them all)...
 const MEMORY_CAPACITY: usize = 256;
+
+/// ...and how many characters of their messages at most, together: 200 agents with 100K
+/// tokens each would otherwise hold 200 compacted histories (hundreds of MB) for as long as
+/// the proxy runs. A conversation not in memory is decoded from the store on its next
+/// request (its decisions and the client's messages), which costs CPU, not correctness.
+const MEMORY_CHARACTERS: u64 = 16 << 20;
 
 /// A conversation found on disk, not yet checked against the request.
 struct Stored {
@@ -74,6 +82,15 @@ struct Entry {
     /// from it and the background write.
     compacted: Arc<Conversation>,
     last_used: u64,
+    /// The characters of its messages (what [`MEMORY_CHARACTERS`] counts).
+    characters: u64,
+}
+
+/// The characters of `messages` (their class counts, cached in each message).
+fn characters(messages: &[context_cascade::Message]) -> u64 {
+    (messages.iter().map(|m| m.counts()))
+        .map(|c| c.letters + c.digits + c.whitespace + c.punctuation + c.non_ascii)
+        .sum()
 }
 
 /// The sticky prefixes of every conversation.
@@ -82,6 +99,9 @@ pub(crate) struct Sticky {
     store: Arc<dyn StateStore>,
     /// The background writes, which a graceful shutdown flushes.
     writes: Writes,
+    /// The turns at the heavy stages: encoding a record parses the client's whole body
+    /// again, so it waits for a turn like a request does.
+    turns: Arc<Semaphore>,
 }
 
 impl Sticky {
@@ -91,7 +111,14 @@ impl Sticky {
             entries: Mutex::new((HashMap::new(), 0)),
             store,
             writes,
+            turns: Arc::new(Semaphore::new(Semaphore::MAX_PERMITS)),
         }
+    }
+
+    /// Encodes records within `turns` (the heavy stages' turns, shared with requests).
+    pub(crate) fn with_turns(mut self, turns: Arc<Semaphore>) -> Self {
+        self.turns = turns;
+        self
     }
 
     async fn lookup(&self, key: &str) -> Option<Found> {
@@ -178,6 +205,7 @@ impl Sticky {
                 let entry = Entry {
                     format,
                     originals: stored.originals,
+                    characters: characters(&messages),
                     compacted: Arc::new(Conversation {
                         format,
                         messages: messages.clone(),
@@ -235,9 +263,13 @@ impl Sticky {
         let store = self.store.clone();
         let key = key.to_owned();
         let edit = hashes.edit();
+        let turns = self.turns.clone();
         let save = async move {
+            let turn = turns.acquire_owned().await;
             let encode = move || encode(entry, &request, edit);
-            let Ok(Some(session)) = tokio::task::spawn_blocking(encode).await else {
+            let encoded = tokio::task::spawn_blocking(encode).await;
+            drop(turn);
+            let Ok(Some(session)) = encoded else {
                 return;
             };
             if let Err(e) = store.save_session(&key, &session).await {
@@ -276,6 +308,7 @@ impl Sticky {
         let entry = Entry {
             format: sent.format,
             originals,
+            characters: characters(&sent.messages),
             compacted: Arc::new(Conversation {
                 format: sent.format,
                 messages: sent.messages.clone(),
@@ -288,16 +321,25 @@ impl Sticky {
     }
 }
 
-/// Inserts an entry, evicting the least recently used one when the map is full.
+/// Inserts an entry, evicting the least recently used ones while the map is full or its
+/// messages pass [`MEMORY_CHARACTERS`]. An entry larger than that alone is not kept (the
+/// store has it).
 fn insert(map: &mut HashMap<String, Entry>, key: &str, entry: Entry) {
-    if map.len() >= MEMORY_CAPACITY
-        && !map.contains_key(key)
-        && let Some(oldest) = map
-            .iter()
+    map.remove(key);
+    if entry.characters > MEMORY_CHARACTERS {
+        return;
+    }
+    let mut held: u64 = map.values().map(|e| e.characters).sum();
+    while map.len() >= MEMORY_CAPACITY || held + entry.characters > MEMORY_CHARACTERS {
+        let Some(oldest) = (map.iter())
             .min_by_key(|(_, e)| e.last_used)
             .map(|(k, _)| k.clone())
-    {
-        map.remove(&oldest);
+        else {
+            break;
+        };
+        if let Some(gone) = map.remove(&oldest) {
+            held -= gone.characters;
+        }
     }
     map.insert(key.to_owned(), entry);
 }

@@ -22,10 +22,17 @@ use context_cascade::catalog::{Catalog, MatchKind};
 use reqwest::header::HeaderMap;
 use serde_json::{Value, json};
 
+use context_cascade::logged::clipped;
+
 use crate::config::ProxyConfig;
+use crate::ops::repeats;
 
 /// How long one probe may take; a server that is slow to say its window is not asked again.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
+/// Model names whose probe answer (or learned limit) is kept. The names come from clients:
+/// the probe cache starts over when full, and no new limit is learned past it (a limit is
+/// also a stored row and a `/metrics` series).
+const MODELS_KEPT: usize = 256;
 
 /// Where a window came from, for logs and metrics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -122,9 +129,20 @@ impl Windows {
         let mut map = self.learned.lock().unwrap_or_else(|p| p.into_inner());
         match map.get(model) {
             Some(known) if known.limit <= learned.limit => false,
+            None if map.len() >= MODELS_KEPT => {
+                if let Some(repeats) = repeats::admit("learned windows full", "") {
+                    tracing::warn!(
+                        model = ?clipped(model),
+                        kept = MODELS_KEPT,
+                        repeats,
+                        "not learning another model's window: as many are kept as allowed"
+                    );
+                }
+                false
+            }
             _ => {
                 tracing::info!(
-                    model,
+                    model = ?clipped(model),
                     limit = learned.limit,
                     counts_reserve = learned.counts_reserve,
                     "context window learned from an overflow error"
@@ -201,7 +219,7 @@ impl Windows {
                     let probed = probe(client, upstream, headers, model).await;
                     if let Some((window, server)) = probed {
                         tracing::info!(
-                            model,
+                            model = ?clipped(model),
                             window,
                             ?server,
                             "context window reported by the upstream"
@@ -213,10 +231,11 @@ impl Windows {
                         }
                     }
                     let found = probed.map(|(window, _)| window);
-                    self.discovered
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .insert(model.to_owned(), found);
+                    let mut discovered = self.discovered.lock().unwrap_or_else(|p| p.into_inner());
+                    if discovered.len() >= MODELS_KEPT {
+                        discovered.clear();
+                    }
+                    discovered.insert(model.to_owned(), found);
                     found
                 }
             };
@@ -225,12 +244,19 @@ impl Windows {
             }
         }
         let lookup = self.catalog.lookup(model);
-        let source = if lookup.matched == MatchKind::Default {
-            WindowSource::Default
-        } else {
-            WindowSource::Catalog
-        };
-        (lookup.context_window, source)
+        if lookup.matched != MatchKind::Default {
+            return (lookup.context_window, WindowSource::Catalog);
+        }
+        // Once a minute per name, and never the whole of a name a client made long.
+        if let Some(repeats) = repeats::admit("unknown model", model) {
+            tracing::warn!(
+                model = ?clipped(model),
+                repeats,
+                "unknown model: assuming {} tokens of context (set window.models or --window)",
+                lookup.context_window
+            );
+        }
+        (lookup.context_window, WindowSource::Default)
     }
 
     /// Whether `model`'s request should be counted by the llama.cpp server that reported
@@ -352,6 +378,26 @@ mod tests {
             json!({"model_info": {"llama.context_length": 131072, "llama.embedding_length": 4096}});
         assert_eq!(ollama_window(&show), Some(131072));
         assert_eq!(ollama_window(&json!({})), None);
+    }
+
+    #[test]
+    fn client_chosen_names_cannot_grow_the_learned_windows_without_bound() {
+        let windows = Windows::new(&ProxyConfig::new("http://127.0.0.1:1"));
+        let learned = Learned {
+            limit: 4096,
+            counts_reserve: false,
+        };
+        for i in 0..MODELS_KEPT {
+            assert!(windows.learn(&format!("m{i}"), learned));
+        }
+        assert!(!windows.learn("one-more", learned));
+        assert_eq!(windows.learned("one-more"), None);
+        // A known model still learns a smaller limit.
+        let smaller = Learned {
+            limit: 2048,
+            ..learned
+        };
+        assert!(windows.learn("m0", smaller));
     }
 
     #[test]

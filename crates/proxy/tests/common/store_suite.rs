@@ -2,6 +2,7 @@
 //! (tests/store_contract.rs) and Redis (tests/store_redis.rs). Keys carry a per-run suffix
 //! so that runs sharing one Redis do not see each other.
 
+use cascade_proxy::store::fact::{FACT_LIMIT, fact_head};
 use cascade_proxy::store::session::SESSION_VERSION;
 use cascade_proxy::store::{MessageId, StateStore, StoredSession};
 use context_cascade::{Format, Scale};
@@ -13,6 +14,7 @@ pub async fn contract(store: &dyn StateStore, run: &str) {
     learned_windows_persist(store, run).await;
     calibration_persists(store, run).await;
     sessions_round_trip_and_are_forgotten(store, run).await;
+    a_huge_fact_is_kept_as_its_head_and_a_note(store, run).await;
     assert_eq!(store.failure(), None, "every operation succeeded");
 }
 
@@ -126,4 +128,26 @@ pub async fn sessions_round_trip_and_are_forgotten(store: &dyn StateStore, run: 
     assert_eq!(store.session(&c).await.unwrap(), None);
     store.delete_session(&c).await.unwrap();
     assert_eq!(store.session(&c).await.unwrap(), None);
+}
+
+/// A "please remember" of 5 MB is kept as its first 8 KiB (cut on a character boundary)
+/// and a note naming how many bytes were dropped; the same text again is the same fact.
+pub async fn a_huge_fact_is_kept_as_its_head_and_a_note(store: &dyn StateStore, run: &str) {
+    let c = format!("tenant-a/huge-{run}");
+    let huge = format!("Please remember this log: {}", "ü".repeat(2_500_000));
+    assert!(huge.len() > 5_000_000);
+    assert!(store.add_fact(&c, "big", &huge).await.unwrap());
+    assert!(!store.add_fact(&c, "big", &huge).await.unwrap());
+    let facts = store.facts(&c).await.unwrap();
+    assert_eq!(facts.len(), 1);
+    let kept = &facts[0];
+    assert!(kept.len() <= FACT_LIMIT + 80, "{} bytes kept", kept.len());
+    let head = fact_head(kept);
+    assert!(huge.starts_with(head) && head.len() > FACT_LIMIT - 2);
+    let dropped = huge.len() - head.len();
+    assert!(
+        kept.contains(&format!(" {dropped} bytes")),
+        "{}",
+        &kept[head.len()..]
+    );
 }

@@ -9,7 +9,8 @@
 //!
 //! `--families` runs section 11 alone instead (accuracy per model family, what bounds the
 //! prior, the cost of exact counts) and writes `DIR/families.{md,json}`. `--prep` runs
-//! section 1 alone and only prints it (to compare two trees side by side).
+//! section 1 alone and only prints it (to compare two trees side by side). `--cost` runs
+//! section 12 (cost per session) alone and writes `DIR/cost.{md,json}`.
 // A benchmark binary: its modules have no outside users, and a benchmark may stop on a
 // fixture it cannot read.
 #![allow(unreachable_pub, clippy::unwrap_used, clippy::expect_used)]
@@ -24,6 +25,7 @@ mod families_tables;
 mod inputs;
 mod measured;
 mod prep_cost;
+mod session_cost;
 mod stats;
 
 use std::path::{Path, PathBuf};
@@ -44,6 +46,7 @@ fn run() -> Result<(), String> {
     let mut quick = false;
     let mut families_only = false;
     let mut prep_only = false;
+    let mut cost_only = false;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -51,6 +54,7 @@ fn run() -> Result<(), String> {
             "--quick" => quick = true,
             "--families" => families_only = true,
             "--prep" => prep_only = true,
+            "--cost" => cost_only = true,
             other => return Err(format!("unexpected argument {other}")),
         }
     }
@@ -60,6 +64,15 @@ fn run() -> Result<(), String> {
     let fixtures = inputs::load_fixtures(&inputs::fixtures_dir())?;
     if families_only {
         return run_families(&fixtures, &out_dir, quick);
+    }
+    if cost_only {
+        // Section 12 alone: printed and written to DIR/cost.{md,json}.
+        let totals = session_cost::run(&fixtures)?;
+        let markdown = session_cost::markdown(&totals, fixtures.len());
+        println!("{markdown}");
+        write(&out_dir.join("cost.md"), markdown.as_bytes())?;
+        let body = serde_json::to_vec_pretty(&totals).map_err(|e| e.to_string())?;
+        return write(&out_dir.join("cost.json"), &body);
     }
     if prep_only {
         // Section 1 alone (to compare two trees): printed, nothing written.

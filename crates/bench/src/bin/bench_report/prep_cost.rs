@@ -2,7 +2,10 @@
 //! `serde_json::Value` parse + serialize of the same bytes, measured side by side
 //! (interleaved runs, so machine noise hits every variant alike).
 
-use context_cascade::estimate::Estimator;
+use std::sync::Arc;
+
+use context_cascade::estimate::exact::{Encoding, ExactCounter};
+use context_cascade::estimate::{Estimator, TokenCounter};
 use context_cascade::format::{self, WriteOptions};
 use context_cascade::{Budget, CascadeConfig, ContextManager};
 use serde_json::Value;
@@ -25,6 +28,11 @@ pub struct SizeResult {
     pub bare_ms: Spread,
     pub estimate_ms: Spread,
     pub layers_ms: Spread,
+    /// Layers 1–2 counting exactly (o200k_base) with a fresh counter: nothing memoized.
+    pub exact_ms: Spread,
+    pub exact_ratio: Spread,
+    pub exact_ratio_of_min: f64,
+    pub exact_tokens_after: u64,
     /// Per-run ratios (variant / bare of the same run).
     pub estimate_ratio: Spread,
     pub layers_ratio: Spread,
@@ -85,6 +93,18 @@ fn layers(
     Ok((out.len(), report.tokens_after, report.summary_line()))
 }
 
+/// An engine counting exactly with a counter of its own, so that nothing is memoized from
+/// an earlier run (the counter is leaked: one per run, a few hundred kB each).
+fn cold_exact_manager() -> Result<ContextManager, String> {
+    let counter = ExactCounter::new(Encoding::O200kBase).map_err(|e| e.to_string())?;
+    let counter: &'static ExactCounter = Box::leak(Box::new(counter));
+    Ok(
+        ContextManager::new(CascadeConfig::default()).with_token_counters(Arc::new(
+            move |_: &str| Some(counter as &'static dyn TokenCounter),
+        )),
+    )
+}
+
 /// Runs the measurement at every size of [`inputs::SIZES`].
 pub fn run(fixtures: &[Fixture], runs_scale: f64) -> Result<Vec<SizeResult>, String> {
     let manager = ContextManager::new(CascadeConfig::default());
@@ -109,7 +129,9 @@ pub fn run(fixtures: &[Fixture], runs_scale: f64) -> Result<Vec<SizeResult>, Str
         bare(&bytes);
         estimate(&bytes)?;
         let (_, tokens_after, steps) = layers(&manager, &bytes, budget)?;
+        let (_, exact_tokens_after, _) = layers(&cold_exact_manager()?, &bytes, budget)?;
         let (mut b, mut e, mut l, mut er, mut lr) = (vec![], vec![], vec![], vec![], vec![]);
+        let (mut x, mut xr) = (vec![], vec![]);
         let mut stage_samples: [Vec<f64>; 6] = Default::default();
         for _ in 0..runs {
             let (_, tb) = timed(|| bare(&bytes));
@@ -117,6 +139,11 @@ pub fn run(fixtures: &[Fixture], runs_scale: f64) -> Result<Vec<SizeResult>, Str
             r?;
             let (r, tl) = timed(|| layers(&manager, &bytes, budget));
             r?;
+            let exact = cold_exact_manager()?;
+            let (r, tx) = timed(|| layers(&exact, &bytes, budget));
+            r?;
+            x.push(ms(tx));
+            xr.push(tx.as_secs_f64() / tb.as_secs_f64());
             b.push(ms(tb));
             e.push(ms(te));
             l.push(ms(tl));
@@ -146,6 +173,10 @@ pub fn run(fixtures: &[Fixture], runs_scale: f64) -> Result<Vec<SizeResult>, Str
             layers_ratio: Spread::of(&lr),
             estimate_ratio_of_min: Spread::of(&e).min / Spread::of(&b).min,
             layers_ratio_of_min: Spread::of(&l).min / Spread::of(&b).min,
+            exact_ms: Spread::of(&x),
+            exact_ratio: Spread::of(&xr),
+            exact_ratio_of_min: Spread::of(&x).min / Spread::of(&b).min,
+            exact_tokens_after,
             stages_ms: Stages {
                 value_parse: median(0),
                 value_serialize: median(1),
@@ -185,6 +216,12 @@ pub fn markdown(results: &[SizeResult]) -> String {
                     r.layers_ratio.cell(2, "×"),
                     r.layers_ratio_of_min
                 ),
+                r.exact_ms.cell(2, " ms"),
+                format!(
+                    "{} (fastest runs: {:.2}×)",
+                    r.exact_ratio.cell(2, "×"),
+                    r.exact_ratio_of_min
+                ),
             ]
         })
         .collect();
@@ -195,8 +232,9 @@ pub fn markdown(results: &[SizeResult]) -> String {
          *bare* = `serde_json::from_slice::<Value>` + `to_vec`; *estimate* = parse into the \
          conversation model → estimate → serialize (issue 2, goal ≤ 1.5×); *Layers 1–2* = \
          parse → `ContextManager::compact` (①②, ③ when still over 0.9·E) with a window of \
-         half the request → serialize (issue 5, goal ≤ 2×). Ratios are per run (variant ÷ \
-         bare of the same run); *fastest runs* divides the minimums, the figure least moved \
+         half the request → serialize (issue 5, goal ≤ 2×); *exact* = the same with exact \
+         o200k_base counts and a fresh counter each run, nothing memoized (issue 27, goal ≤ \
+         2×). Ratios are per run (variant ÷ bare of the same run); *fastest runs* divides the minimums, the figure least moved \
          by other load on a shared machine.\n\n",
     );
     out.push_str(&table(
@@ -208,6 +246,8 @@ pub fn markdown(results: &[SizeResult]) -> String {
             "Layers 1–2",
             "estimate ÷ bare",
             "Layers 1–2 ÷ bare",
+            "Layers 1–2, exact",
+            "exact ÷ bare",
         ],
         &rows,
     ));
@@ -245,8 +285,8 @@ pub fn markdown(results: &[SizeResult]) -> String {
     out.push('\n');
     for r in results {
         out.push_str(&format!(
-            "- {}: window {} → {} tokens after ({})\n",
-            r.label, r.window, r.tokens_after, r.steps
+            "- {}: window {} → {} tokens after ({}); counting exactly: {} o200k tokens after\n",
+            r.label, r.window, r.tokens_after, r.steps, r.exact_tokens_after
         ));
     }
     out

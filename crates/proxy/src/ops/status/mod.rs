@@ -3,9 +3,10 @@
 //! that ran, what each removal took out (the trail's counts per kind and its tokens); and
 //! the summary cache hit rate, the calibration per model, the prefix stability.
 //!
-//! Who may see it: without an admin token, only clients on loopback (the operator on the
-//! machine); with `--admin-token` / `admin_token`, any client that presents it
-//! (`Authorization: Bearer TOKEN`, or `?token=TOKEN` from a browser), loopback included.
+//! Who may see it (and `/metrics`, under the same rule): without an admin token, only
+//! clients on loopback (the operator on the machine); with `--admin-token` /
+//! `admin_token`, any client that presents it (`Authorization: Bearer TOKEN`, or
+//! `?token=TOKEN` from a browser), loopback included.
 //! The page shows no content in either case (see [`record`]).
 //!
 //! The timelines are in memory, per replica: a restart or another replica starts empty.
@@ -44,6 +45,18 @@ impl Status {
 }
 
 impl Status {
+    /// Whether `request` may see what the operator sees (this page, and `/metrics`): from
+    /// loopback without an admin token; with one, from anywhere presenting it. `Ok`
+    /// carries what the page's links must repeat (the token, when it came in the address);
+    /// `Err` is why not ([`Refusal::response`] is the answer to send).
+    pub(crate) fn authorize(&self, request: &Request) -> Result<Option<String>, Refusal> {
+        let peer = (request.extensions())
+            .get::<ConnectInfo<SocketAddr>>()
+            .map(|c| c.0);
+        let query = request.uri().query().unwrap_or("");
+        authorize(self.token.as_ref(), peer, request.headers(), query)
+    }
+
     /// `GET /`: the page for `request`, showing the summary cache's counters from `metrics`
     /// and `calibration` (the admitted model names' scales, gathered by the route).
     pub(crate) fn page(
@@ -52,14 +65,11 @@ impl Status {
         metrics: &Snapshot,
         calibration: Vec<(String, Scale)>,
     ) -> Response {
-        let peer = (request.extensions())
-            .get::<ConnectInfo<SocketAddr>>()
-            .map(|c| c.0);
-        let query = request.uri().query().unwrap_or("");
-        let link_query = match authorize(self.token.as_ref(), peer, request.headers(), query) {
+        let link_query = match self.authorize(request) {
             Ok(link_query) => link_query,
             Err(refusal) => return refusal.response(),
         };
+        let query = request.uri().query().unwrap_or("");
         let selected = query_value(query, "c").filter(|id| {
             !id.is_empty() && id.len() <= 64 && id.bytes().all(|b| b.is_ascii_hexdigit())
         });
@@ -101,9 +111,9 @@ fn with_page_headers(mut response: Response) -> Response {
     response
 }
 
-/// Why the page is refused.
+/// Why the page (or `/metrics`) is refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Refusal {
+pub(crate) enum Refusal {
     /// No token is set and the client is not on loopback.
     NotLoopback,
     /// A token is set and the request does not carry it.
@@ -111,16 +121,18 @@ enum Refusal {
 }
 
 impl Refusal {
-    fn response(self) -> Response {
+    /// The answer: 403 (loopback only), or 401 asking for the token.
+    pub(crate) fn response(self) -> Response {
         match self {
             Refusal::NotLoopback => {
-                let message = "context-cascade: the status page is served to loopback clients \
-                               only; start the proxy with --admin-token to serve it to others\n";
+                let message = "context-cascade: the status page and /metrics are served to \
+                               loopback clients only; start the proxy with --admin-token to \
+                               serve them to others\n";
                 (StatusCode::FORBIDDEN, message).into_response()
             }
             Refusal::NoToken => {
-                let message = "context-cascade: the status page needs the admin token \
-                               (Authorization: Bearer TOKEN, or ?token=TOKEN)\n";
+                let message = "context-cascade: the status page and /metrics need the admin \
+                               token (Authorization: Bearer TOKEN, or ?token=TOKEN)\n";
                 let mut refusal = (StatusCode::UNAUTHORIZED, message).into_response();
                 refusal.headers_mut().insert(
                     header::WWW_AUTHENTICATE,

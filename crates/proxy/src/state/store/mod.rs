@@ -14,6 +14,7 @@
 //! ([`Retention`]). A store failure never fails a request: callers log it and carry on
 //! without the state; [`StateStore::failure`] feeds `/healthz`.
 
+pub mod fact;
 pub mod redis;
 pub mod session;
 pub mod sqlite;
@@ -43,6 +44,24 @@ pub struct Retention {
     pub ttl: Duration,
     /// Beyond this many stored bytes, the oldest entries are evicted.
     pub max_bytes: u64,
+}
+
+impl Retention {
+    /// The largest single entry either store writes: a sixteenth of the cap (16 MiB at the
+    /// default), so that one conversation cannot push every other one out. A larger entry
+    /// is not stored (logged, not an error): the request goes on without it.
+    pub fn max_entry_bytes(&self) -> u64 {
+        (self.max_bytes / 16).max(1)
+    }
+
+    /// Whether an entry of `bytes` may be written; logs the ones that may not.
+    pub(crate) fn fits(&self, what: &str, bytes: usize) -> bool {
+        let fits = bytes as u64 <= self.max_entry_bytes();
+        if !fits {
+            tracing::warn!(what, bytes, "not stored: larger than the per-entry cap");
+        }
+        fits
+    }
 }
 
 impl Default for Retention {

@@ -15,14 +15,25 @@
 //! Time to live: every conversation key is written with `EXPIRE ttl` (and facts again when
 //! they are put back into a request), so Redis drops what SQLite's sweep would.
 //!
-//! Size cap: SQLite sums the rows' bytes and evicts the oldest beyond `max_bytes`. Redis
-//! cannot sum its keys cheaply, so the cap maps to two bounds: (1) here, no single entry
-//! larger than `max_bytes / 16` is written (16 MiB at the default cap: far above any
-//! summary, fact or sticky decision list seen, and it keeps one conversation from taking the
-//! whole budget); (2) the total is Redis' own: run it with `maxmemory` set to the cap and
-//! `maxmemory-policy volatile-lru`. Every conversation key carries a TTL, so that policy
-//! evicts the least recently used conversation state first (SQLite: the oldest first) and
-//! never the calibration or learned windows, which have no TTL.
+//! Size cap: SQLite counts its rows' bytes and a write that would pass `max_bytes` evicts
+//! the oldest first. Redis cannot sum its keys cheaply, so the cap maps to two bounds:
+//! (1) here, as in SQLite, no single entry larger than `max_bytes / 16` is written
+//! ([`Retention::max_entry_bytes`]: 16 MiB at the default cap, far above any summary or
+//! sticky decision list seen, and it keeps one conversation from taking the whole budget),
+//! and a remembered fact is kept up to [`super::fact::FACT_LIMIT`] bytes and a note, as in
+//! SQLite; (2) the total is Redis' own: run it with `maxmemory` set to the cap and
+//! `maxmemory-policy volatile-lru`. Redis then evicts before the write that would pass
+//! `maxmemory` (the same "a write that would pass the cap evicts first"), and since every
+//! conversation key carries a TTL, that policy evicts the least recently used conversation
+//! state first (SQLite: the oldest first) and never the calibration or learned windows,
+//! which have no TTL.
+//!
+//! What an evicted or expired key leaves: nothing a client can read, and nothing in an RDB
+//! snapshot taken after it went. An append-only file (`appendonly yes`) keeps the commands
+//! that wrote it until Redis rewrites the file (`auto-aof-rewrite-percentage`, or
+//! `BGREWRITEAOF`); an operator who needs evicted text gone from disk runs Redis without
+//! the AOF (RDB or no persistence: this state is a cache, a lost Redis costs a re-run of
+//! the cascade, not a wrong answer).
 //!
 //! Unreachable Redis: every operation is bounded by [`OP_TIMEOUT`]; after a connection
 //! failure the store answers "unavailable" at once for [`BACKOFF`] (requests go on without
@@ -37,6 +48,7 @@ use context_cascade::{BoxFuture, Scale};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{AsyncCommands, RedisResult};
 
+use super::fact::fact_to_keep;
 use super::{Retention, StateStore, StoreError, StoreResult, StoredSession};
 use crate::error::ProxyError;
 
@@ -90,11 +102,6 @@ impl RedisStore {
             failure: Mutex::new(None),
             down_until: Mutex::new(None),
         })
-    }
-
-    /// The largest single entry written (see the module's size cap).
-    pub fn max_entry_bytes(&self) -> u64 {
-        (self.retention.max_bytes / 16).max(1)
     }
 
     fn ttl_secs(&self) -> i64 {
@@ -151,15 +158,6 @@ impl RedisStore {
             }
         }
     }
-
-    /// Whether an entry of `bytes` may be written; logs the ones that may not.
-    fn fits(&self, what: &str, bytes: usize) -> bool {
-        let fits = bytes as u64 <= self.max_entry_bytes();
-        if !fits {
-            tracing::warn!(what, bytes, "not stored: larger than the per-entry cap");
-        }
-        fits
-    }
 }
 
 fn key(kind: &str, id: &str) -> String {
@@ -212,7 +210,7 @@ impl StateStore for RedisStore {
         summary: &'a str,
     ) -> BoxFuture<'a, StoreResult<()>> {
         Box::pin(async move {
-            if !self.fits("summary", id.len() + summary.len()) {
+            if !self.retention.fits("summary", id.len() + summary.len()) {
                 return Ok(());
             }
             let key = key("summary", id);
@@ -296,7 +294,11 @@ impl StateStore for RedisStore {
         text: &'a str,
     ) -> BoxFuture<'a, StoreResult<bool>> {
         Box::pin(async move {
-            if !self.fits("fact", conversation.len() + hash.len() + text.len()) {
+            let text = fact_to_keep(text);
+            if !self
+                .retention
+                .fits("fact", conversation.len() + hash.len() + text.len())
+            {
                 return Ok(false);
             }
             let facts = key("facts", conversation);
@@ -372,7 +374,11 @@ impl StateStore for RedisStore {
                 .iter()
                 .map(|(tag, sealed)| tag.len() + sealed.len())
                 .sum();
-            if rows.is_empty() || !self.fits("recall chunks", conversation.len() + size) {
+            if rows.is_empty()
+                || !self
+                    .retention
+                    .fits("recall chunks", conversation.len() + size)
+            {
                 return Ok(());
             }
             let key = key("recall", conversation);
@@ -415,7 +421,10 @@ impl StateStore for RedisStore {
     ) -> BoxFuture<'a, StoreResult<()>> {
         Box::pin(async move {
             let value = session.to_bytes();
-            if !self.fits("sticky decisions", conversation.len() + value.len()) {
+            if !self
+                .retention
+                .fits("sticky decisions", conversation.len() + value.len())
+            {
                 return Ok(());
             }
             let key = key(SESSION, conversation);

@@ -7,16 +7,21 @@
 //! keeps the identities of the messages it covers and, per message sent upstream, either
 //! "the client's message i" or the text the cascade wrote in its place (a summary, a
 //! shortened tool output): never a copy of the messages the client sends again anyway.
-//! Every row carries the time it was last written; rows older than the time to live go, and
-//! beyond the size cap the oldest go first ([`SqliteStore::evict`], run at open and every
-//! [`EVICT_INTERVAL`]). Calibration rows are per model and hold no content.
+//! Every row carries the time it was last written; rows older than the time to live go
+//! ([`SqliteStore::evict`], run at open and every [`EVICT_INTERVAL`]), and a write that would
+//! pass the size cap evicts the oldest rows first ([`ledger`]). What is evicted leaves no
+//! readable text in the file or its journal, and the file gives its freed pages back
+//! ([`statements::prepare`]). A remembered fact is kept up to [`super::fact::FACT_LIMIT`]
+//! bytes. Calibration rows are per model and hold no content.
 //!
 //! Off the request path: one connection, owned by the store's own thread, which runs every
 //! statement in the order they were asked for and the eviction pass on its timer. A request
 //! sends its statement there and awaits the answer; it never holds a lock over SQLite, and
-//! never pays for an eviction scan. A store failure never fails a request (callers log it
+//! never pays for an eviction scan (a write at the cap deletes a few of the oldest rows by
+//! index, on the store's thread). A store failure never fails a request (callers log it
 //! and carry on without the cache).
 
+mod ledger;
 mod statements;
 
 use std::fs::OpenOptions;
@@ -29,6 +34,8 @@ use std::time::{Duration, Instant};
 use context_cascade::{BoxFuture, Scale};
 use rusqlite::Connection;
 
+use self::ledger::Ledger;
+use super::fact::fact_to_keep;
 use super::{Retention, StateStore, StoreError, StoreResult, StoredSession, now};
 use crate::config::IN_MEMORY_DB;
 use crate::error::ProxyError;
@@ -37,7 +44,7 @@ use crate::error::ProxyError;
 pub const EVICT_INTERVAL: Duration = Duration::from_secs(30);
 
 /// A statement to run on the store's thread.
-type Job = Box<dyn FnOnce(&Connection) + Send>;
+type Job = Box<dyn FnOnce(&mut Ledger) + Send>;
 
 /// The last operation's error while the store fails (for `/healthz`).
 type Failure = Arc<Mutex<Option<String>>>;
@@ -45,7 +52,6 @@ type Failure = Arc<Mutex<Option<String>>>;
 /// The SQLite store.
 pub struct SqliteStore {
     jobs: Sender<Job>,
-    retention: Retention,
     failure: Failure,
 }
 
@@ -66,30 +72,27 @@ impl SqliteStore {
         }
         let connection = Connection::open(path)?;
         statements::prepare(&connection)?;
-        statements::evict(&connection, retention, now())?;
+        let mut ledger = Ledger::new(connection, retention)?;
+        ledger.sweep(now())?;
         let (jobs, receiver) = std::sync::mpsc::channel();
         let failure = Failure::default();
         let thread_failure = failure.clone();
         std::thread::Builder::new()
             .name("cascade-sqlite".into())
-            .spawn(move || serve(&connection, &receiver, retention, &thread_failure))?;
-        Ok(SqliteStore {
-            jobs,
-            retention,
-            failure,
-        })
+            .spawn(move || serve(ledger, &receiver, &thread_failure))?;
+        Ok(SqliteStore { jobs, failure })
     }
 
     /// Runs `op` on the store's thread; the future resolves with its result.
     fn run<T, F>(&self, op: F) -> BoxFuture<'static, StoreResult<T>>
     where
         T: Send + 'static,
-        F: FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,
+        F: FnOnce(&mut Ledger) -> rusqlite::Result<T> + Send + 'static,
     {
         let (reply, answer) = tokio::sync::oneshot::channel();
         let failure = self.failure.clone();
-        let sent = self.jobs.send(Box::new(move |connection| {
-            let _ = reply.send(track(&failure, op(connection)));
+        let sent = self.jobs.send(Box::new(move |ledger| {
+            let _ = reply.send(track(&failure, op(ledger)));
         }));
         Box::pin(async move {
             if sent.is_err() {
@@ -104,13 +107,13 @@ impl SqliteStore {
     fn blocking<T, F>(&self, op: F) -> StoreResult<T>
     where
         T: Send + 'static,
-        F: FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,
+        F: FnOnce(&mut Ledger) -> rusqlite::Result<T> + Send + 'static,
     {
         let (reply, answer) = std::sync::mpsc::sync_channel(1);
         let failure = self.failure.clone();
         (self.jobs)
-            .send(Box::new(move |connection| {
-                let _ = reply.send(track(&failure, op(connection)));
+            .send(Box::new(move |ledger| {
+                let _ = reply.send(track(&failure, op(ledger)));
             }))
             .map_err(|_| ended())?;
         answer.recv().map_err(|_| ended())?.map_err(Into::into)
@@ -122,49 +125,57 @@ impl SqliteStore {
     }
 
     /// One eviction pass as of `now` (what the store's timer runs): deletes conversation
-    /// rows last written before `now - ttl`, then the oldest rows until the stored bytes
-    /// are within the cap. Returns how many rows went.
+    /// rows last written before `now - ttl`, then the oldest rows while the stored bytes
+    /// pass the cap, and gives the freed pages back to the file system. Returns how many
+    /// rows went.
     pub fn evict(&self, now: u64) -> StoreResult<usize> {
-        let retention = self.retention;
-        self.blocking(move |c| statements::evict(c, retention, now))
+        self.blocking(move |ledger| ledger.sweep(now))
     }
 
-    /// The bytes of conversation state stored (what the size cap counts).
+    /// The bytes of conversation state stored (what the size cap counts), counted from the
+    /// rows; it checks the running count the store keeps, which must agree.
     pub fn stored_bytes(&self) -> StoreResult<u64> {
-        self.blocking(statements::total_bytes)
+        let (counted, kept) = self
+            .blocking(|ledger| Ok((ledger::total_bytes(ledger.connection())?, ledger.stored())))?;
+        if counted != kept {
+            return Err(StoreError::Malformed(format!(
+                "the running size {kept} disagrees with the rows' {counted} bytes"
+            )));
+        }
+        Ok(counted)
     }
 
     /// Every persisted calibration scale.
     pub fn calibration(&self) -> StoreResult<Vec<(String, Scale)>> {
-        self.blocking(statements::calibration)
+        self.blocking(|ledger| statements::calibration(ledger.connection()))
     }
 
     /// Every window learned from an overflow error: (model, limit, whether the limit counts
     /// the output reserve). Like the calibration it holds no content and is kept.
     pub fn learned_windows(&self) -> StoreResult<Vec<(String, u64, bool)>> {
-        self.blocking(statements::learned_windows)
+        self.blocking(|ledger| statements::learned_windows(ledger.connection()))
     }
 
     /// How many conversations have a saved upstream request.
     pub fn session_count(&self) -> StoreResult<u64> {
-        self.blocking(statements::session_count)
+        self.blocking(|ledger| statements::session_count(ledger.connection()))
     }
 }
 
 /// The store's thread: runs each statement as it comes, and an eviction pass whenever
 /// [`EVICT_INTERVAL`] has passed since the last (between statements, never within one);
 /// ends when the store is dropped, after the statements already sent.
-fn serve(connection: &Connection, jobs: &Receiver<Job>, retention: Retention, failure: &Failure) {
+fn serve(mut ledger: Ledger, jobs: &Receiver<Job>, failure: &Failure) {
     let mut next_eviction = Instant::now() + EVICT_INTERVAL;
     loop {
         let wait = next_eviction.saturating_duration_since(Instant::now());
         match jobs.recv_timeout(wait) {
-            Ok(job) => job(connection),
+            Ok(job) => job(&mut ledger),
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => return,
         }
         if Instant::now() >= next_eviction {
-            let evicted = track(failure, statements::evict(connection, retention, now()));
+            let evicted = track(failure, ledger.sweep(now()));
             match evicted {
                 Ok(0) => {}
                 Ok(rows) => tracing::debug!(rows, "evicted old proxy state"),
@@ -207,7 +218,7 @@ fn prepare_file(path: &Path) -> Result<(), ProxyError> {
 impl StateStore for SqliteStore {
     fn summary<'a>(&'a self, key: &'a str) -> BoxFuture<'a, StoreResult<Option<(String, u64)>>> {
         let key = key.to_owned();
-        self.run(move |c| statements::summary(c, &key))
+        self.run(move |l| statements::summary(l.connection(), &key))
     }
 
     fn put_summary<'a>(
@@ -217,20 +228,20 @@ impl StateStore for SqliteStore {
         summary: &'a str,
     ) -> BoxFuture<'a, StoreResult<()>> {
         let (key, summary) = (key.to_owned(), summary.to_owned());
-        self.run(move |c| statements::put_summary(c, &key, max_tokens, &summary))
+        self.run(move |l| l.put_summary(&key, max_tokens, &summary))
     }
 
     fn calibration(&self) -> BoxFuture<'_, StoreResult<Vec<(String, Scale)>>> {
-        self.run(statements::calibration)
+        self.run(|l| statements::calibration(l.connection()))
     }
 
     fn save_scale<'a>(&'a self, model: &'a str, scale: Scale) -> BoxFuture<'a, StoreResult<()>> {
         let model = model.to_owned();
-        self.run(move |c| statements::save_scale(c, &model, scale))
+        self.run(move |l| statements::save_scale(l.connection(), &model, scale))
     }
 
     fn learned_windows(&self) -> BoxFuture<'_, StoreResult<Vec<(String, u64, bool)>>> {
-        self.run(statements::learned_windows)
+        self.run(|l| statements::learned_windows(l.connection()))
     }
 
     fn save_learned_window<'a>(
@@ -240,7 +251,9 @@ impl StateStore for SqliteStore {
         counts_reserve: bool,
     ) -> BoxFuture<'a, StoreResult<()>> {
         let model = model.to_owned();
-        self.run(move |c| statements::save_learned_window(c, &model, limit, counts_reserve))
+        self.run(move |l| {
+            statements::save_learned_window(l.connection(), &model, limit, counts_reserve)
+        })
     }
 
     fn add_fact<'a>(
@@ -249,19 +262,23 @@ impl StateStore for SqliteStore {
         hash: &'a str,
         text: &'a str,
     ) -> BoxFuture<'a, StoreResult<bool>> {
-        let (conversation, hash, text) =
-            (conversation.to_owned(), hash.to_owned(), text.to_owned());
-        self.run(move |c| statements::add_fact(c, &conversation, &hash, &text))
+        // Only the kept head crosses to the store's thread (8 KiB, not the 5 MB a client sent).
+        let (conversation, hash, text) = (
+            conversation.to_owned(),
+            hash.to_owned(),
+            fact_to_keep(text).into_owned(),
+        );
+        self.run(move |l| l.add_fact(&conversation, &hash, &text))
     }
 
     fn touch_facts<'a>(&'a self, conversation: &'a str) -> BoxFuture<'a, StoreResult<()>> {
         let conversation = conversation.to_owned();
-        self.run(move |c| statements::touch_facts(c, &conversation))
+        self.run(move |l| statements::touch_facts(l.connection(), &conversation))
     }
 
     fn facts<'a>(&'a self, conversation: &'a str) -> BoxFuture<'a, StoreResult<Vec<String>>> {
         let conversation = conversation.to_owned();
-        self.run(move |c| statements::facts(c, &conversation))
+        self.run(move |l| statements::facts(l.connection(), &conversation))
     }
 
     fn save_session<'a>(
@@ -270,7 +287,7 @@ impl StateStore for SqliteStore {
         session: &'a StoredSession,
     ) -> BoxFuture<'a, StoreResult<()>> {
         let (conversation, record) = (conversation.to_owned(), session.to_bytes());
-        self.run(move |c| statements::save_session(c, &conversation, &record))
+        self.run(move |l| l.save_session(&conversation, &record))
     }
 
     fn session<'a>(
@@ -278,7 +295,7 @@ impl StateStore for SqliteStore {
         conversation: &'a str,
     ) -> BoxFuture<'a, StoreResult<Option<StoredSession>>> {
         let conversation = conversation.to_owned();
-        self.run(move |c| statements::session(c, &conversation))
+        self.run(move |l| statements::session(l.connection(), &conversation))
     }
 
     fn put_recall<'a>(
@@ -287,7 +304,7 @@ impl StateStore for SqliteStore {
         rows: Vec<(String, Vec<u8>)>,
     ) -> BoxFuture<'a, StoreResult<()>> {
         let conversation = conversation.to_owned();
-        self.run(move |c| statements::put_recall(c, &conversation, &rows))
+        self.run(move |l| l.put_recall(&conversation, &rows))
     }
 
     fn recall_rows<'a>(
@@ -295,12 +312,12 @@ impl StateStore for SqliteStore {
         conversation: &'a str,
     ) -> BoxFuture<'a, StoreResult<Vec<Vec<u8>>>> {
         let conversation = conversation.to_owned();
-        self.run(move |c| statements::recall_rows(c, &conversation))
+        self.run(move |l| statements::recall_rows(l.connection(), &conversation))
     }
 
     fn delete_session<'a>(&'a self, conversation: &'a str) -> BoxFuture<'a, StoreResult<()>> {
         let conversation = conversation.to_owned();
-        self.run(move |c| statements::delete_session(c, &conversation))
+        self.run(move |l| l.delete_session(&conversation))
     }
 
     fn check(&self) -> BoxFuture<'_, ()> {

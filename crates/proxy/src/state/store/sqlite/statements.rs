@@ -5,7 +5,7 @@ use std::time::Duration;
 use context_cascade::Scale;
 use rusqlite::{Connection, OptionalExtension, params};
 
-use super::super::{Retention, StoredSession, clamp_i64, now};
+use super::super::{StoredSession, clamp_i64, now};
 
 /// The schema version this code writes. Below 2, the conversation tables are dropped (their
 /// keys predate per-credential tenancy and can no longer be reached); below 3, the sessions
@@ -50,29 +50,45 @@ CREATE TABLE IF NOT EXISTS sessions (
     session BLOB NOT NULL,
     touched INTEGER NOT NULL
 );
+CREATE INDEX IF NOT EXISTS summaries_by_age ON summaries (touched);
+CREATE INDEX IF NOT EXISTS facts_by_age ON facts (touched);
+CREATE INDEX IF NOT EXISTS sessions_by_age ON sessions (touched);
+CREATE INDEX IF NOT EXISTS recall_chunks_by_age ON recall_chunks (touched);
 ";
 
-/// The conversation tables, with the columns whose bytes count against the size cap.
-const SIZED: &[(&str, &str)] = &[
-    ("summaries", "length(key) + length(summary)"),
-    (
-        "facts",
-        "length(conversation) + length(hash) + length(text)",
-    ),
-    ("sessions", "length(conversation) + length(session)"),
-    (
-        "recall_chunks",
-        "length(conversation) + length(tag) + length(sealed)",
-    ),
-];
+/// `PRAGMA auto_vacuum`'s value for INCREMENTAL.
+const AUTO_VACUUM_INCREMENTAL: i64 = 2;
 
 /// How long a statement waits for another process holding the database (the store's own
 /// statements never wait for each other: one thread runs them all).
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Configures a fresh connection and brings the schema to [`SCHEMA_VERSION`].
+///
+/// What is deleted leaves the file: `secure_delete` overwrites a deleted row's bytes (and
+/// every page it frees) with zeros in the same write; the rollback journal, which holds the
+/// pages' earlier content while a transaction runs, is deleted at each commit
+/// (`journal_mode = DELETE`: a WAL would keep old page images, evicted text included, in
+/// the `-wal` file until it is overwritten); and `auto_vacuum = INCREMENTAL` lets the
+/// timer's pass give freed pages back, so the file shrinks after eviction. A database made
+/// before this is vacuumed once at open, which also drops the free pages in which an older
+/// version left deleted text.
 pub(super) fn prepare(connection: &Connection) -> rusqlite::Result<()> {
     connection.busy_timeout(BUSY_TIMEOUT)?;
+    connection.pragma_update(None, "secure_delete", true)?;
+    let journal: String =
+        connection.pragma_update_and_check(None, "journal_mode", "DELETE", |r| r.get(0))?;
+    // An in-memory database has no journal file to delete ("memory").
+    if !journal.eq_ignore_ascii_case("delete") && !journal.eq_ignore_ascii_case("memory") {
+        // Another process holds the database in WAL mode: it still works, but what is
+        // evicted stays readable in the `-wal` file until that part of it is overwritten.
+        tracing::warn!(journal, "the state database keeps its journal mode");
+    }
+    let auto_vacuum: i64 = connection.query_row("PRAGMA auto_vacuum", [], |r| r.get(0))?;
+    if auto_vacuum != AUTO_VACUUM_INCREMENTAL {
+        connection.pragma_update(None, "auto_vacuum", AUTO_VACUUM_INCREMENTAL)?;
+        connection.execute_batch("VACUUM")?;
+    }
     let version: i64 = connection.query_row("PRAGMA user_version", [], |r| r.get(0))?;
     if version < 2 {
         connection.execute_batch(
@@ -98,72 +114,6 @@ pub(super) fn prepare(connection: &Connection) -> rusqlite::Result<()> {
     Ok(())
 }
 
-/// Deletes conversation rows last written before `now - ttl`, then the oldest rows until
-/// the stored bytes are within the cap. Returns how many rows went.
-pub(super) fn evict(
-    connection: &Connection,
-    retention: Retention,
-    now: u64,
-) -> rusqlite::Result<usize> {
-    let cutoff = clamp_i64(now.saturating_sub(retention.ttl.as_secs()));
-    let mut evicted = 0;
-    for (table, _) in SIZED {
-        evicted += connection.execute(
-            &format!("DELETE FROM {table} WHERE touched < ?1"),
-            params![cutoff],
-        )?;
-    }
-    let mut excess = total_bytes(connection)?.saturating_sub(retention.max_bytes);
-    if excess == 0 {
-        return Ok(evicted);
-    }
-    let union = (SIZED.iter())
-        .map(|(table, size)| format!("SELECT '{table}', rowid, touched, {size} FROM {table}"))
-        .collect::<Vec<_>>()
-        .join(" UNION ALL ");
-    let oldest: Vec<(String, i64, u64)> = {
-        let mut statement = connection.prepare(&format!("{union} ORDER BY 3 ASC, 2 ASC"))?;
-        let rows = statement.query_map([], |row| {
-            Ok((
-                row.get(0)?,
-                row.get(1)?,
-                row.get::<_, i64>(3)?.max(0) as u64,
-            ))
-        })?;
-        let mut chosen = Vec::new();
-        for row in rows {
-            let row = row?;
-            if excess == 0 {
-                break;
-            }
-            excess = excess.saturating_sub(row.2);
-            chosen.push(row);
-        }
-        chosen
-    };
-    for (table, rowid, _) in &oldest {
-        evicted += connection.execute(
-            &format!("DELETE FROM {table} WHERE rowid = ?1"),
-            params![rowid],
-        )?;
-    }
-    Ok(evicted)
-}
-
-/// The bytes of conversation state stored (what the size cap counts).
-pub(super) fn total_bytes(connection: &Connection) -> rusqlite::Result<u64> {
-    let mut total = 0u64;
-    for (table, size) in SIZED {
-        let bytes: i64 = connection.query_row(
-            &format!("SELECT COALESCE(SUM({size}), 0) FROM {table}"),
-            [],
-            |r| r.get(0),
-        )?;
-        total = total.saturating_add(bytes.max(0) as u64);
-    }
-    Ok(total)
-}
-
 pub(super) fn summary(c: &Connection, key: &str) -> rusqlite::Result<Option<(String, u64)>> {
     c.query_row(
         "SELECT summary, max_tokens FROM summaries WHERE key = ?1",
@@ -176,20 +126,6 @@ pub(super) fn summary(c: &Connection, key: &str) -> rusqlite::Result<Option<(Str
         },
     )
     .optional()
-}
-
-pub(super) fn put_summary(
-    c: &Connection,
-    key: &str,
-    max_tokens: u64,
-    summary: &str,
-) -> rusqlite::Result<()> {
-    c.execute(
-        "INSERT OR REPLACE INTO summaries (key, max_tokens, summary, touched)
-         VALUES (?1, ?2, ?3, ?4)",
-        params![key, clamp_i64(max_tokens), summary, clamp_i64(now())],
-    )?;
-    Ok(())
 }
 
 pub(super) fn calibration(c: &Connection) -> rusqlite::Result<Vec<(String, Scale)>> {
@@ -248,45 +184,6 @@ pub(super) fn save_learned_window(
     Ok(())
 }
 
-pub(super) fn add_fact(
-    c: &Connection,
-    conversation: &str,
-    hash: &str,
-    text: &str,
-) -> rusqlite::Result<bool> {
-    let seq: i64 = c.query_row(
-        "SELECT COALESCE(MAX(seq), 0) + 1 FROM facts WHERE conversation = ?1",
-        params![conversation],
-        |row| row.get(0),
-    )?;
-    let inserted = c.execute(
-        "INSERT OR IGNORE INTO facts (conversation, hash, seq, text, touched)
-         VALUES (?1, ?2, ?3, ?4, ?5)",
-        params![conversation, hash, seq, text, clamp_i64(now())],
-    )?;
-    Ok(inserted > 0)
-}
-
-/// Keeps sealed recall chunks (one transaction); a tag kept before is only marked used.
-pub(super) fn put_recall(
-    c: &Connection,
-    conversation: &str,
-    rows: &[(String, Vec<u8>)],
-) -> rusqlite::Result<()> {
-    let now = clamp_i64(now());
-    let transaction = c.unchecked_transaction()?;
-    {
-        let mut insert = transaction.prepare_cached(
-            "INSERT INTO recall_chunks (conversation, tag, sealed, touched) VALUES (?1, ?2, ?3, ?4)
-             ON CONFLICT (conversation, tag) DO UPDATE SET touched = excluded.touched",
-        )?;
-        for (tag, sealed) in rows {
-            insert.execute(params![conversation, tag, sealed, now])?;
-        }
-    }
-    transaction.commit()
-}
-
 /// A conversation's sealed recall chunks, oldest first.
 pub(super) fn recall_rows(c: &Connection, conversation: &str) -> rusqlite::Result<Vec<Vec<u8>>> {
     let mut statement = c.prepare_cached(
@@ -312,31 +209,11 @@ pub(super) fn facts(c: &Connection, conversation: &str) -> rusqlite::Result<Vec<
     rows.collect()
 }
 
-pub(super) fn save_session(
-    c: &Connection,
-    conversation: &str,
-    record: &[u8],
-) -> rusqlite::Result<()> {
-    c.execute(
-        "INSERT OR REPLACE INTO sessions (conversation, session, touched) VALUES (?1, ?2, ?3)",
-        params![conversation, record, clamp_i64(now())],
-    )?;
-    Ok(())
-}
-
 pub(super) fn session_count(c: &Connection) -> rusqlite::Result<u64> {
     c.query_row("SELECT COUNT(*) FROM sessions", [], |row| {
         row.get::<_, i64>(0)
     })
     .map(|n| n.max(0) as u64)
-}
-
-pub(super) fn delete_session(c: &Connection, conversation: &str) -> rusqlite::Result<()> {
-    c.execute(
-        "DELETE FROM sessions WHERE conversation = ?1",
-        params![conversation],
-    )?;
-    Ok(())
 }
 
 /// A conversation's record; one of another version reads as none.
