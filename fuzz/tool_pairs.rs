@@ -3,11 +3,13 @@
 
 use std::collections::HashSet;
 
-use context_cascade::Conversation;
+use context_cascade::{Conversation, Role};
 
 /// Every tool call has exactly one result in a later message (but the calls of the last
-/// message: the agent's pending action), every result answers a call made before it, and no
-/// call id is used twice. The cascade must keep this when its input had it; an input
+/// message: the agent's pending action), every result answers a call made before it, no
+/// call id is used twice, and only assistant messages make calls (as every format has it:
+/// OpenAI `tool_calls` and Anthropic `tool_use` are the assistant's; the cascade's pair
+/// repair reads them so). The cascade must keep this when its input had it; an input
 /// without it is the client's own business.
 pub fn hold(conversation: &Conversation) -> bool {
     let last = conversation.messages.len().saturating_sub(1);
@@ -20,7 +22,7 @@ pub fn hold(conversation: &Conversation) -> bool {
             }
         }
         for call in message.tool_calls() {
-            if !made.insert(call.id.as_str()) {
+            if message.role() != Role::Assistant || !made.insert(call.id.as_str()) {
                 return false;
             }
             if index != last {
