@@ -38,6 +38,8 @@ found=0
 for t in "${targets[@]}"; do
     mkdir -p "corpus/$t" "artifacts/$t"
     log="artifacts/$t/last-run.log"
+    started=$SECONDS
+    touch "artifacts/$t/.started"
     set +e
     # No leak detection: the process-wide state (tokenizer tables, the admission target's
     # runtime) makes LeakSanitizer scan hundreds of MB after inputs (2 exec/s instead of 20);
@@ -49,8 +51,10 @@ for t in "${targets[@]}"; do
     set -e
     runs="$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)"
     corpus="$(find "corpus/$t" -type f | wc -l)"
-    crashes="$(find "artifacts/$t" -type f ! -name 'last-run.log' | wc -l)"
-    echo "fuzz $t: ${runs:-?} executions in ${per}s, corpus $corpus, findings $crashes (exit $status)"
+    # Findings of this run only (an earlier run's artifacts may still lie there).
+    crashes="$(find "artifacts/$t" -type f ! -name 'last-run.log' ! -name '.*' -newer "artifacts/$t/.started" | wc -l)"
+    # The time it really ran: a finding stops the target before its share is up.
+    echo "fuzz $t: ${runs:-?} executions in $((SECONDS - started))s of ${per}s, corpus $corpus, findings $crashes (exit $status)"
     if [ "$status" -ne 0 ] || [ "$crashes" -ne 0 ]; then
         found=1
         grep -m5 -E 'panicked|ERROR|SUMMARY' "$log" || true
