@@ -11,13 +11,23 @@ use std::path::{Path, PathBuf};
 #[path = "../../../fuzz/round_trip.rs"]
 mod round_trip;
 
-use context_cascade::format::{self, WriteOptions};
-use context_cascade::{Budget, CascadeConfig, ContextManager, Format, classify};
+/// The `prepare` target's property, shared with it: the cascade at a window from the input
+/// keeps the budget (or says why not), valid output, tool pairs, and is a fixed point.
+#[path = "../../../fuzz/prepared.rs"]
+mod prepared;
 
+use context_cascade::{Format, classify};
+
+/// The findings of `target`.
 fn inputs(target: &str) -> Vec<(PathBuf, Vec<u8>)> {
+    files_in(&Path::new("regressions").join(target))
+}
+
+/// The files of `fuzz/<folder>`, in order, with their bytes.
+fn files_in(folder: &Path) -> Vec<(PathBuf, Vec<u8>)> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../fuzz/regressions")
-        .join(target);
+        .join("../../fuzz")
+        .join(folder);
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
         .map(|entry| entry.unwrap().path())
@@ -70,29 +80,44 @@ fn classify_findings_do_not_panic_or_claim_a_zero_limit() {
 }
 
 #[test]
-fn prepare_findings_fit_and_are_idempotent() {
+fn prepare_findings_hold_the_property() {
     for (path, data) in inputs("prepare") {
-        let [a, b, body @ ..] = data.as_slice() else {
-            continue;
-        };
-        let window = 256 + u64::from(u16::from_le_bytes([*a, *b]) & 0x7fff);
-        let Ok(mut conversation) = format::parse(body, None) else {
-            continue;
-        };
-        let budget = Budget::new(window, conversation.output_reserve().min(window / 2));
-        let manager = ContextManager::new(CascadeConfig::default());
-        let report = pollster::block_on(manager.compact_with_summary(&mut conversation, budget));
-        if report.fits {
-            assert!(
-                manager.estimate(&conversation) <= budget.effective(),
-                "{}",
-                path.display()
-            );
+        eprintln!("{}", path.display());
+        prepared::check(&data);
+    }
+}
+
+#[test]
+fn responses_parse_findings_round_trip() {
+    for (path, data) in inputs("parse_responses") {
+        eprintln!("{}", path.display());
+        round_trip::check(&data, Format::Responses);
+    }
+}
+
+/// The seeds the targets start from (bodies cut from the fixtures) hold the same
+/// properties: what the fuzzers mutate is sound to begin with, and the properties are
+/// checked on real requests of every format on every test run.
+#[test]
+fn seeds_hold_the_properties() {
+    let seeds = |target: &str| files_in(&Path::new("seeds").join(target));
+    let formats = [
+        ("parse_openai", Format::OpenAi),
+        ("parse_anthropic", Format::Anthropic),
+        ("parse_responses", Format::Responses),
+    ];
+    for (target, format) in formats {
+        let found = seeds(target);
+        assert!(!found.is_empty(), "no {target} seeds");
+        for (path, data) in found {
+            eprintln!("{}", path.display());
+            round_trip::check(&data, format);
         }
-        let written = format::to_vec(&conversation, WriteOptions::default()).unwrap();
-        let mut again = format::parse(&written, Some(conversation.format)).unwrap();
-        pollster::block_on(manager.compact_with_summary(&mut again, budget));
-        let rewritten = format::to_vec(&again, WriteOptions::default()).unwrap();
-        assert!(written == rewritten, "{}: not idempotent", path.display());
+    }
+    let found = seeds("prepare");
+    assert!(!found.is_empty(), "no prepare seeds");
+    for (path, data) in found {
+        eprintln!("{}", path.display());
+        prepared::check(&data);
     }
 }

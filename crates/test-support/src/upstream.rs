@@ -61,6 +61,12 @@ impl Upstream {
         self.requests.lock().expect("lock").clone()
     }
 
+    /// Takes the requests received so far, leaving none: a harness that sends requests
+    /// for as long as it runs (the admission fuzz target) would otherwise keep them all.
+    pub fn take_requests(&self) -> Vec<Recorded> {
+        std::mem::take(&mut *self.requests.lock().expect("lock"))
+    }
+
     /// The paths of the requests received, in order.
     pub fn paths(&self) -> Vec<String> {
         self.requests().into_iter().map(|r| r.path).collect()

@@ -97,11 +97,18 @@ impl Conversation {
         self.envelope.get("tools")
     }
 
-    /// Index of the first user message, which the cascade always keeps.
+    /// Index of the first user message, which the cascade always keeps. A notice or summary
+    /// the cascade wrote is not it: when a strategy replaced messages before the first user
+    /// message, its notice takes their place, and counting the notice as the first user
+    /// message would leave the real one unprotected in the next step (a fuzz finding).
     pub fn first_user_index(&self) -> Option<usize> {
+        let only_notices = |m: &Message| {
+            (m.blocks().iter())
+                .all(|b| matches!(b, Block::Text(t) if crate::markers::is_cascade_notice(&t.text)))
+        };
         self.messages
             .iter()
-            .position(|m| m.role() == Role::User && !m.is_only_tool_results())
+            .position(|m| m.role() == Role::User && !m.is_only_tool_results() && !only_notices(m))
             .or_else(|| self.messages.iter().position(|m| m.role() == Role::User))
     }
 

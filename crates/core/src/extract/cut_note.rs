@@ -9,9 +9,10 @@
 //! ```
 //!
 //! The marker stays exactly as SPEC has it; the note's lines follow it, so a truncated test
-//! run still says which test failed and how the run ended. Written here and read back here
-//! (the trail, ② and a later ① read the identifiers of a cut result through
-//! [`super::error_ids`]).
+//! run still says which test failed and how the run ended. The format is written and read
+//! back here (the trail, ② and a later ① read the identifiers of a cut result through
+//! [`super::error_ids`], which reads notes with [`split`]); what goes into a note is found in
+//! `noting` (it reads identifiers, so it cannot live here without an import circle).
 
 use crate::markers::TRUNCATED;
 use crate::recall::HANDLE_PREFIX;
@@ -29,27 +30,6 @@ pub(crate) struct CutNote {
 }
 
 impl CutNote {
-    /// The note on `cut` (the part of an output that goes), with at most `max_chars`
-    /// characters of identifiers (whole ones only; the rest counted as `+N more`).
-    pub(crate) fn of(cut: &str, max_chars: usize) -> CutNote {
-        let ids = super::error_ids(cut, super::Output::Shell, false);
-        let mut errors = Vec::new();
-        let mut used = 0;
-        for (i, id) in ids.iter().enumerate() {
-            let len = id.chars().count() + 2;
-            if used + len > max_chars {
-                errors.push(format!("+{} more", ids.len() - i));
-                break;
-            }
-            used += len;
-            errors.push(id.clone());
-        }
-        let last_line = super::stated_outcome_line(cut)
-            .filter(|l| l.chars().count() <= max_chars)
-            .map(str::to_owned);
-        CutNote { errors, last_line }
-    }
-
     /// The lines that follow the marker ("" when there is nothing to say), each starting
     /// with a newline.
     pub(crate) fn text(&self) -> String {
@@ -93,49 +73,4 @@ pub(crate) fn split(text: &str) -> Option<(&str, CutNote)> {
         }
     }
     (rest.is_empty() || rest.starts_with('\n')).then_some((head, note))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_note_says_what_the_cut_part_held_and_reads_back() {
-        let cut = "  1) test adds (ATest)\n     test/a_test.exs:3\n** (RuntimeError) no key found\n\
-                   Finished in 0.1 seconds\n12 tests, 1 failure\n";
-        let note = CutNote::of(cut, 400);
-        assert_eq!(
-            note.errors,
-            vec![
-                "failing test: test adds (ATest)",
-                "RuntimeError: no key found"
-            ]
-        );
-        assert_eq!(note.last_line.as_deref(), Some("12 tests, 1 failure"));
-        let text = format!("head{TRUNCATED}{}", note.text());
-        assert_eq!(split(&text), Some(("head", note.clone())));
-        // Read back through the identifiers of the whole result.
-        assert_eq!(
-            super::super::error_ids(&text, super::super::Output::Shell, false),
-            note.errors
-        );
-        // A bare marker reads back as an empty note; a marker inside text is not one.
-        assert_eq!(
-            split(&format!("x{TRUNCATED}")),
-            Some(("x", CutNote::default()))
-        );
-        assert_eq!(split(&format!("x{TRUNCATED}\nmore output")), None);
-        // Recall's handle line between the marker and the note is passed over.
-        let handled = format!(
-            "head{TRUNCATED}\nrecall handle: 3f9a1c2b7d40{}",
-            note.text()
-        );
-        assert_eq!(split(&handled), Some(("head", note.clone())));
-        // Whole identifiers only, the rest counted.
-        let many = CutNote::of(cut, 40);
-        assert_eq!(
-            many.errors,
-            vec!["failing test: test adds (ATest)", "+1 more"]
-        );
-    }
 }
