@@ -192,8 +192,10 @@ pub fn standard_plans(config: &crate::CascadeConfig) -> Vec<(String, Plan)> {
     stand_ins.background.summary_ratio = 0.2;
     stand_ins.experimental.prepared_summary_gap = 0.5;
     let mut spec = config.clone();
-    spec.layer1.compact_short_of_watermark = true;
-    spec.recovery.preemptive_target = spec.recovery.targets[0];
+    let rules = crate::CascadeConfig::spec();
+    spec.layer1.compact_short_of_watermark = rules.layer1.compact_short_of_watermark;
+    spec.layer1.low_watermark = rules.layer1.low_watermark;
+    spec.recovery.preemptive_target = rules.recovery.preemptive_target;
     vec![
         ("cascade".into(), cascade(config.clone(), false)),
         (

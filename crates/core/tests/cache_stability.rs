@@ -26,10 +26,7 @@ fn stability(name: &str, manager: &ContextManager, window: u64) -> PrefixStabili
 
 #[test]
 fn leaving_short_compactions_to_pruning_keeps_more_prefixes() {
-    let mut spec = CascadeConfig::default();
-    spec.layer1.compact_short_of_watermark = true;
-    spec.recovery.preemptive_target = 0.75;
-    let spec = ContextManager::new(spec);
+    let spec = ContextManager::new(CascadeConfig::spec());
     let alternative = ContextManager::new(CascadeConfig::default());
     let cases = [
         ("claude-code__spotter__258c7280-main", 32_000),
@@ -44,7 +41,7 @@ fn leaving_short_compactions_to_pruning_keeps_more_prefixes() {
         let calls = a.compared;
         let (a, b) = (a.share(), b.share());
         eprintln!(
-            "{name} at {window}: {calls} calls after the first, prefix kept {:.1}% (SPEC ②) vs {:.1}% (the default: ② only when it reaches 0.6·E)",
+            "{name} at {window}: {calls} calls after the first, prefix kept {:.1}% (SPEC ②) vs {:.1}% (the default: ② only when it reaches its low watermark)",
             a * 100.0,
             b * 100.0
         );

@@ -11,7 +11,8 @@ fn the_default_is_valid_and_its_measured_choices_are_in_place() {
     assert_eq!(config.validate(), Ok(()));
     assert_eq!(config.calibration.prior_tokens, 0.0);
     assert!(!config.layer1.compact_short_of_watermark);
-    assert_eq!(config.recovery.preemptive_target, 0.6);
+    assert_eq!(config.recovery.preemptive_target, 0.45);
+    assert_eq!(config.layer1.low_watermark, 0.45);
     assert_eq!(config.recovery.targets, [0.75, 0.6, 0.5]);
     assert_eq!(config.experimental.prepared_summary_gap, 0.0);
 }

@@ -137,8 +137,8 @@ One schema serves the library, the proxy's file and the command line:
   (`--window` still comes first).
 
 Where a measured choice did better than SPEC.md's value, it is the default and SPEC's value
-is the alternative: `cascade.layer1.compact_short_of_watermark` (SPEC: `true`),
-`cascade.recovery.preemptive_target` (SPEC: `0.75`), `cascade.calibration.prior_tokens`
+is the alternative: `cascade.layer1.compact_short_of_watermark` (SPEC: `true`), `cascade.layer1.low_watermark`
+(SPEC: `0.6`), `cascade.recovery.preemptive_target` (SPEC: `0.75`), `cascade.calibration.prior_tokens`
 (SPEC's EMA: `0`).
 ";
 

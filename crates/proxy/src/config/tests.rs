@@ -35,7 +35,7 @@ fn file_values_are_read() {
     assert_eq!(c.limits.max_request_bytes, DEFAULT_MAX_REQUEST_BYTES);
     assert_eq!(c.cascade.calibration.prior_tokens, 0.0);
     assert!(!c.cascade.layer1.compact_short_of_watermark);
-    assert_eq!(c.cascade.recovery.preemptive_target, 0.6);
+    assert_eq!(c.cascade.recovery.preemptive_target, 0.45);
     let args = serde_json::json!({"file_path": "/a"});
     assert!(c.cascade.tools.is_compactable("my_reader", &args));
 }

@@ -58,15 +58,20 @@ fn watermark_plans() -> Vec<(String, Plan)> {
         (name.to_owned(), plan)
     };
     vec![
-        variant("② 0.85 → 0.60", &|c| c.layer1.headroom_ratio = 0.85),
-        variant("② 0.75 → 0.45, ③ to 0.45", &|c| {
-            c.layer1.low_watermark = 0.45;
-            c.recovery.preemptive_target = 0.45;
+        // The default before issue 27's measure: ② down to 0.60, ③ before a call to 0.60.
+        variant("② 0.75 → 0.60, ③ to 0.60", &|c| {
+            c.layer1.low_watermark = 0.60;
+            c.recovery.preemptive_target = 0.60;
         }),
-        variant("② 0.85 → 0.45, ③ to 0.45", &|c| {
+        variant("② 0.85 → 0.60, ③ to 0.60", &|c| {
             c.layer1.headroom_ratio = 0.85;
-            c.layer1.low_watermark = 0.45;
-            c.recovery.preemptive_target = 0.45;
+            c.layer1.low_watermark = 0.60;
+            c.recovery.preemptive_target = 0.60;
+        }),
+        variant("② 0.85 → 0.45", &|c| c.layer1.headroom_ratio = 0.85),
+        variant("② 0.75 → 0.35, ③ to 0.35", &|c| {
+            c.layer1.low_watermark = 0.35;
+            c.recovery.preemptive_target = 0.35;
         }),
         variant("③ at 0.95·E", &|c| c.recovery.preemptive_ratio = 0.95),
     ]
