@@ -23,9 +23,10 @@
 
 use std::collections::HashMap;
 use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use bytes::Bytes;
 use context_cascade::format::parse;
@@ -44,6 +45,14 @@ const MEMORY_CAPACITY: usize = 256;
 /// the proxy runs. A conversation not in memory is decoded from the store on its next
 /// request (its decisions and the client's messages), which costs CPU, not correctness.
 const MEMORY_CHARACTERS: u64 = 16 << 20;
+
+/// How many bytes the records waiting for a turn to be encoded may hold together (each
+/// holds the client's body and the messages sent). Requests come faster than the turns
+/// encode their records under load: 200 heavy clients queued ~370 bodies and their
+/// messages, 150 MB (docs/benchmarks.md, "Hardening"). Past this a record is not written
+/// to the store; memory keeps it (as [`MEMORY_CHARACTERS`] allows), and the
+/// conversation's next request records it again.
+const QUEUED_BYTES: u64 = 32 << 20;
 
 /// A conversation found on disk, not yet checked against the request.
 struct Stored {
@@ -102,6 +111,21 @@ pub(crate) struct Sticky {
     /// The turns at the heavy stages: encoding a record parses the client's whole body
     /// again, so it waits for a turn like a request does.
     turns: Arc<Semaphore>,
+    /// The bytes the records waiting to be encoded hold, and at most how many.
+    queued: Arc<AtomicU64>,
+    queue_limit: u64,
+}
+
+/// A record's place in the queue: its bytes, counted until it is encoded or dropped.
+struct Queued {
+    queued: Arc<AtomicU64>,
+    bytes: u64,
+}
+
+impl Drop for Queued {
+    fn drop(&mut self) {
+        self.queued.fetch_sub(self.bytes, Ordering::SeqCst);
+    }
 }
 
 impl Sticky {
@@ -112,7 +136,24 @@ impl Sticky {
             store,
             writes,
             turns: Arc::new(Semaphore::new(Semaphore::MAX_PERMITS)),
+            queued: Arc::new(AtomicU64::new(0)),
+            queue_limit: QUEUED_BYTES,
         }
+    }
+
+    /// A place in the encoding queue for a record of `bytes`, or `None` when the queue is
+    /// full.
+    fn enqueue(&self, bytes: u64) -> Option<Queued> {
+        let limit = self.queue_limit;
+        let taken = self
+            .queued
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |held| {
+                (held + bytes <= limit).then_some(held + bytes)
+            });
+        taken.ok().map(|_| Queued {
+            queued: self.queued.clone(),
+            bytes,
+        })
     }
 
     /// Encodes records within `turns` (the heavy stages' turns, shared with requests).
@@ -259,16 +300,26 @@ impl Sticky {
             }
             Err(_) => return,
         };
-        // Encoded off the request's task: a long history is megabytes of JSON.
+        // Encoded off the request's task: a long history is megabytes of JSON. A shared
+        // store's write is awaited (it never queues), a local one waits for a turn.
+        let queued = if shared {
+            None
+        } else {
+            let Some(queued) = self.enqueue(request.len() as u64 + entry.characters) else {
+                tracing::debug!("sticky record not persisted: the encoding queue is full");
+                return;
+            };
+            Some(queued)
+        };
         let store = self.store.clone();
         let key = key.to_owned();
         let edit = hashes.edit();
         let turns = self.turns.clone();
         let save = async move {
-            let turn = turns.acquire_owned().await;
+            let turn: Option<OwnedSemaphorePermit> = turns.acquire_owned().await.ok();
             let encode = move || encode(entry, &request, edit);
             let encoded = tokio::task::spawn_blocking(encode).await;
-            drop(turn);
+            drop((turn, queued));
             let Ok(Some(session)) = encoded else {
                 return;
             };
@@ -470,5 +521,42 @@ mod tests {
             );
             assert_eq!(conversation.messages.len(), sent.messages.len() + 2);
         }
+    }
+
+    #[tokio::test]
+    async fn records_waiting_to_be_encoded_hold_at_most_the_queue_limit() {
+        let store = SqliteStore::open(Path::new(crate::config::IN_MEMORY_DB), Default::default());
+        let writes = Writes::default();
+        // No turn is free: every record waits, as under 200 heavy clients.
+        let turns = Arc::new(Semaphore::new(0));
+        let mut sticky =
+            Sticky::new(Arc::new(store.unwrap()), writes.clone()).with_turns(turns.clone());
+        let bytes = serde_json::to_vec(&body(Format::OpenAi, 5)).unwrap();
+        let mut sent = parse(&bytes, Some(Format::OpenAi)).unwrap();
+        sent.messages[1] = Message::text(context_cascade::Role::User, "[compacted]");
+        let one = bytes.len() as u64 + characters(&sent.messages);
+        sticky.queue_limit = 3 * one;
+        for k in 0..10 {
+            let mut hashes = LazyHashes::new(&bytes, Format::OpenAi, None);
+            let request = Bytes::from(bytes.clone());
+            sticky
+                .record(&format!("k{k}"), &mut hashes, &sent, true, request)
+                .await;
+        }
+        assert_eq!(writes.pending(), 3, "three records queued, seven not");
+        assert_eq!(sticky.queued.load(Ordering::SeqCst), 3 * one);
+        // Memory kept every conversation all the same.
+        for k in 0..10 {
+            let mut hashes = LazyHashes::new(&bytes, Format::OpenAi, None);
+            let mut conversation = parse(&bytes, Some(Format::OpenAi)).unwrap();
+            let key = format!("k{k}");
+            assert_eq!(
+                sticky.stitch(&key, &mut hashes, &mut conversation).await,
+                Some(6)
+            );
+        }
+        turns.add_permits(1);
+        assert!(writes.flush(std::time::Duration::from_secs(5)).await);
+        assert_eq!(sticky.queued.load(Ordering::SeqCst), 0, "the queue emptied");
     }
 }
