@@ -14,7 +14,7 @@
 //! cargo run --release -p cascade-proxy --example route_latency [-- --runs 3 --n 100 --off]
 //! ```
 
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a development tool: a failure ends the run
+#![allow(clippy::unwrap_used, clippy::expect_used, unreachable_pub)] // a development tool: a failure ends the run
 
 #[path = "../tests/common/scripted.rs"]
 mod scripted;
