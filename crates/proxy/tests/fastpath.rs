@@ -5,6 +5,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, unreachable_pub)] // test code: a failure is a test failure
 
 mod common;
+#[path = "../../core/tests/responses_common/mod.rs"]
+mod responses_common;
 #[path = "../../core/tests/common/to_anthropic.rs"]
 mod to_anthropic;
 
@@ -64,8 +66,7 @@ async fn same_on_both(fixture: &str, model: &str, window: u64) -> u64 {
 /// [`same_on_both`], as OpenAI Chat requests or (`anthropic`) as Anthropic Messages ones.
 async fn same_on_both_in(fixture: &str, model: &str, window: u64, anthropic: bool) -> u64 {
     let messages = fixture_messages(fixture);
-    let (fast, slow) = (proxy(window, true).await, proxy(window, false).await);
-    for &end in &call_points(&messages) {
+    let bodies = call_points(&messages).into_iter().map(|end| {
         let (route, body) = if anthropic {
             let mut body = to_anthropic::to_anthropic(&messages[..end]);
             body["model"] = json!(model);
@@ -74,28 +75,103 @@ async fn same_on_both_in(fixture: &str, model: &str, window: u64, anthropic: boo
             let body = json!({"model": model, "max_tokens": 4096, "messages": &messages[..end]});
             ("/v1/chat/completions", body)
         };
-        let bytes = serde_json::to_vec(&body).unwrap();
+        (route, serde_json::to_vec(&body).unwrap(), end)
+    });
+    let label = format!("{fixture} at {window}, {model}");
+    same_on_both_bodies(&label, window, bodies.collect()).await
+}
+
+/// Sends each (route, body, call) through a proxy with the fast path and one without, and
+/// checks every call is the same on both; returns the fast path's count.
+async fn same_on_both_bodies(label: &str, window: u64, bodies: Vec<(&str, Vec<u8>, usize)>) -> u64 {
+    let (fast, slow) = (proxy(window, true).await, proxy(window, false).await);
+    for (route, bytes, end) in &bodies {
         let (a, b) = (
-            send_to(&fast, route, &bytes).await,
-            send_to(&slow, route, &bytes).await,
+            send_to(&fast, route, bytes).await,
+            send_to(&slow, route, bytes).await,
         );
-        assert_eq!(a, b, "{fixture} at {window}, {model}: call ending at {end}");
+        assert_eq!(a, b, "{label}: call ending at {end}");
     }
     let (seen_fast, seen_slow) = (fast.script.seen(), slow.script.seen());
     assert_eq!(seen_fast.len(), seen_slow.len());
     for (k, (a, b)) in seen_fast.iter().zip(&seen_slow).enumerate() {
-        assert!(
-            a.body == b.body,
-            "{fixture} at {window}: upstream request {k} differs"
-        );
+        assert!(a.body == b.body, "{label}: upstream request {k} differs");
     }
     let taken = fast.state.metrics().fast_path;
     assert_eq!(slow.state.metrics().fast_path, 0);
     println!(
-        "{fixture} at {window} ({model}): {taken} of {} calls on the fast path",
+        "{label}: {taken} of {} calls on the fast path",
         seen_fast.len()
     );
     taken
+}
+
+/// Whether the model produced a Responses input item (reasoning, a call, its message).
+fn model_side(item: &serde_json::Value) -> bool {
+    let kind = item["type"].as_str().unwrap_or("message");
+    kind == "reasoning"
+        || (kind.ends_with("_call"))
+        || (kind == "message" && item["role"] == "assistant")
+}
+
+/// A Responses session replayed as its agent sent it: one request before each run of
+/// model-side items, and the whole body last.
+fn responses_calls(
+    session: &serde_json::Value,
+    model: &str,
+) -> Vec<(&'static str, Vec<u8>, usize)> {
+    let items = session["input"].as_array().unwrap();
+    let ends = (1..=items.len()).filter(|&end| {
+        !model_side(&items[end - 1]) && (end == items.len() || model_side(&items[end]))
+    });
+    ends.map(|end| {
+        let mut body = session.clone();
+        body["model"] = json!(model);
+        body["stream"] = json!(false);
+        body["input"] = json!(&items[..end]);
+        ("/v1/responses", serde_json::to_vec(&body).unwrap(), end)
+    })
+    .collect()
+}
+
+#[tokio::test]
+async fn responses_requests_take_the_same_decisions() {
+    // Codex's own layout: developer and user context items, reasoning beside its calls,
+    // function, custom and local shell calls with their outputs.
+    let codex = responses_common::fixture("codex-session");
+    for model in ["gpt-5-codex", "claude-sonnet-4-5"] {
+        let calls = responses_calls(&codex, model);
+        let n = calls.len() as u64;
+        let taken = same_on_both_bodies(&format!("codex-session, {model}"), 200_000, calls).await;
+        assert_eq!(taken, n - 1, "every call after the first, {model}");
+    }
+    // A long generated Codex session: a window it never fills, and one it fills.
+    let session = responses_common::generated_session(60, 3_000, 7);
+    let calls = responses_calls(&session, "gpt-5-codex");
+    let n = calls.len() as u64;
+    let taken = same_on_both_bodies("generated session at 400K", 400_000, calls.clone()).await;
+    assert_eq!(taken, n - 1);
+    let taken = same_on_both_bodies("generated session at 24K", 24_000, calls).await;
+    assert!(taken > 0 && taken < n - 1, "{taken} of {n}");
+}
+
+#[tokio::test]
+async fn a_responses_remember_request_takes_the_slow_path() {
+    let h = proxy(200_000, true).await;
+    let item = |role: &str, text: &str| json!({"type": "message", "role": role, "content": text});
+    let mut input = vec![item("user", "Remember: the staging database is read-only.")];
+    for next in ["Next step?", "And then?"] {
+        let body = json!({"model": "gpt-5-codex", "instructions": "Be terse.", "input": input});
+        assert_eq!(
+            send_to(&h, "/v1/responses", &serde_json::to_vec(&body).unwrap())
+                .await
+                .status,
+            200
+        );
+        input.push(item("assistant", "Noted."));
+        input.push(item("user", next));
+    }
+    assert_eq!(h.state.metrics().fast_path, 0);
 }
 
 #[tokio::test]

@@ -14,6 +14,7 @@ use crate::route::fastpath::{Decision, FastPath, Incoming, decide};
 use crate::route::heavy::Turn;
 use crate::route::inbound::Inbound;
 use crate::route::outcome::{FastSent, Outcome, Sent};
+use crate::route::responses::Watched;
 use crate::route::upstream::{Upstream, forwarded_headers};
 use crate::state::{StateStore, Tenancy, memory};
 use crate::window::budget::Budgeting;
@@ -78,8 +79,10 @@ impl Admission<'_> {
 
     /// The fast path for one request.
     async fn fast<'r>(&self, inbound: &'r Inbound, turn: &Turn) -> Fast<'r> {
-        // The Responses API is left to the slow path: its input items are not messages.
-        let known = matches!(inbound.format, Format::OpenAi | Format::Anthropic);
+        let known = matches!(
+            inbound.format,
+            Format::OpenAi | Format::Anthropic | Format::Responses
+        );
         if !known || !self.fastpath.enabled {
             return Fast::Declined;
         }
@@ -148,7 +151,9 @@ impl Admission<'_> {
         // The skeleton stands for the request: equal to itself, so its bytes go as they came.
         let original = Some((inbound.bytes.clone(), skeleton.clone()));
         let call = (self.upstream).call(inbound.format, inbound.path(), headers, stream, original);
-        let call = call.ending(None);
+        // Watched as the slow path's calls are: a Responses stream that fails with an
+        // overflow before its first output event is an overflow here too.
+        let call = Watched::new(call.ending(None), inbound.format);
         let result = call.call(skeleton).await;
         self.metrics.fast_path();
         let (ended, answer) = match result {

@@ -9,8 +9,9 @@
 //! remember request or carries a pin). Only messages not seen before are parsed, each on
 //! its own; a request that extends the previous one costs its new messages and the scan.
 //!
-//! It takes a request only when the slow path provably changes nothing: OpenAI Chat or
-//! Anthropic Messages (not the Responses API); the conversation's previous request went
+//! It takes a request only when the slow path provably changes nothing: OpenAI Chat,
+//! Anthropic Messages, or the Responses API with an `input` list (its items grouped into
+//! messages as the parser groups them, see [`items`]); the conversation's previous request went
 //! through untouched (no sticky prefix to stitch, nothing compacted) — [`FastPath::settle`]
 //! records that; no remember request, no pin, no stored fact to put back; and by the
 //! engine's own numbers (the same counts, the same estimator) no strategy fires, as the
@@ -20,6 +21,7 @@
 //! overflow goes to the slow path as the answer to its first call: it recovers from there
 //! without sending the request a second time.
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 
@@ -28,7 +30,6 @@ use context_cascade::estimate::{ClassCounts, Estimator};
 use context_cascade::format::message_facts::{role, user_text};
 use context_cascade::format::parse_value;
 use context_cascade::{Budget, CascadeConfig, Conversation, Format, Load, MessageId, Role};
-use serde::de::{Deserializer, MapAccess, Visitor};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
@@ -63,6 +64,8 @@ struct Facts {
 pub(crate) struct FastPath {
     pub(crate) enabled: bool,
     facts: Mutex<HashMap<MemoKey, Facts>>,
+    /// How each Responses input item groups with its neighbours, by the item's bytes.
+    kinds: Mutex<HashMap<MessageId, items::Kind>>,
     clean: Mutex<HashSet<String>>,
     /// The conversation key of bodies that started with these bytes (a hash of the tenant,
     /// the format and the first [`PREFIX_BYTES`]), remembered when one was declined because
@@ -94,39 +97,6 @@ pub(crate) struct Decision {
     pub(crate) prepare_ahead: bool,
 }
 
-/// The body's top-level keys, the messages borrowed raw.
-struct Scan<'a> {
-    messages: Vec<&'a RawValue>,
-    rest: Vec<(String, &'a RawValue)>,
-}
-
-impl<'de> serde::Deserialize<'de> for Scan<'de> {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct ScanVisitor;
-        impl<'de> Visitor<'de> for ScanVisitor {
-            type Value = Scan<'de>;
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("a request object")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Scan<'de>, A::Error> {
-                let mut messages = None;
-                let mut rest = Vec::new();
-                while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
-                    if key == "messages" && messages.is_none() {
-                        messages = Some(map.next_value::<Vec<&'de RawValue>>()?);
-                    } else {
-                        rest.push((key.into_owned(), map.next_value::<&'de RawValue>()?));
-                    }
-                }
-                let messages =
-                    messages.ok_or_else(|| serde::de::Error::missing_field("messages"))?;
-                Ok(Scan { messages, rest })
-            }
-        }
-        deserializer.deserialize_map(ScanVisitor)
-    }
-}
-
 /// A message's memo key: its format and the identity of its bytes.
 type MemoKey = (Format, MessageId);
 
@@ -136,6 +106,7 @@ impl FastPath {
         FastPath {
             enabled,
             facts: Mutex::default(),
+            kinds: Mutex::default(),
             clean: Mutex::default(),
             declined: Mutex::default(),
         }
@@ -197,7 +168,19 @@ impl FastPath {
         config: &CascadeConfig,
         estimator: &Estimator,
     ) -> Option<Facts> {
-        let key = (format, MessageId::of_bytes(raw.get().as_bytes()));
+        let id = MessageId::of_bytes(raw.get().as_bytes());
+        self.facts_of((format, id), || Cow::Borrowed(raw.get()), config, estimator)
+    }
+
+    /// The facts memoized under `key`, or read from the message's JSON (`json`: one
+    /// message, or for the Responses API the array of a message's items).
+    fn facts_of<'j>(
+        &self,
+        key: MemoKey,
+        json: impl FnOnce() -> Cow<'j, str>,
+        config: &CascadeConfig,
+        estimator: &Estimator,
+    ) -> Option<Facts> {
         let counter_key = estimator.counter.map(|c| c.key());
         let cached = (self.facts.lock().unwrap_or_else(|p| p.into_inner()))
             .get(&key)
@@ -205,32 +188,7 @@ impl FastPath {
         if let Some(facts) = cached.filter(|f| f.exact.map(|e| e.0) == counter_key) {
             return Some(facts);
         }
-        let value: Value = serde_json::from_str(raw.get()).ok()?;
-        let text = user_text(&value);
-        let parsed = parse_value(
-            serde_json::json!({ "messages": [value.clone()] }),
-            Some(format),
-        )
-        .ok()?;
-        let message = parsed.messages.first()?;
-        let remember = message.role() == Role::User
-            && (config.remember.is_remember_request(&message.text_content())
-                || text
-                    .as_deref()
-                    .is_some_and(|t| config.remember.is_remember_request(t)));
-        let largest_result = (message.tool_results())
-            .map(|r| config.weights.prior(&ClassCounts::of_blocks(&r.content)))
-            .fold(0.0, f64::max);
-        let facts = Facts {
-            role: role(&value),
-            user_text: text.is_some(),
-            blocks: remember || message.is_pinned() || message.fields().contains_key("_pin"),
-            counts: message.counts(),
-            largest_result,
-            // As the engine counts it: a message too long to count exactly is estimated.
-            exact: (estimator.counter).map(|c| (c.key(), estimator.message_tokens(message))),
-            digest: MessageId::of(message),
-        };
+        let facts = read_facts(key.0, &json(), config, estimator)?;
         let mut memo = self.facts.lock().unwrap_or_else(|p| p.into_inner());
         if memo.len() >= FACTS_CAPACITY {
             memo.clear();
@@ -240,14 +198,78 @@ impl FastPath {
     }
 }
 
+/// The facts of one message read from its JSON. For the Responses API `json` is the array
+/// of the items that make one message; items the parser reads as more than one message
+/// give `None`.
+fn read_facts(
+    format: Format,
+    json: &str,
+    config: &CascadeConfig,
+    estimator: &Estimator,
+) -> Option<Facts> {
+    let value: Value = serde_json::from_str(json).ok()?;
+    // The user texts a remember request may be in (each item's, for the Responses API).
+    let texts: Vec<String> = match (format, &value) {
+        (Format::Responses, Value::Array(items)) => items.iter().filter_map(user_text).collect(),
+        _ => user_text(&value).into_iter().collect(),
+    };
+    let body = match format {
+        Format::Responses => serde_json::json!({ "input": value }),
+        _ => serde_json::json!({ "messages": [value] }),
+    };
+    let parsed = parse_value(body, Some(format)).ok()?;
+    let message = match parsed.messages.as_slice() {
+        [message] => message,
+        [message, ..] if format != Format::Responses => message,
+        _ => return None,
+    };
+    let remember = message.role() == Role::User
+        && (config.remember.is_remember_request(&message.text_content())
+            || texts.iter().any(|t| config.remember.is_remember_request(t)));
+    let largest_result = (message.tool_results())
+        .map(|r| config.weights.prior(&ClassCounts::of_blocks(&r.content)))
+        .fold(0.0, f64::max);
+    let (role, named_by_user) = match format {
+        Format::Responses => (
+            Some(message.role()),
+            message.role() == Role::User && !message.text_content().trim().is_empty(),
+        ),
+        _ => (role(&value), !texts.is_empty()),
+    };
+    Some(Facts {
+        role,
+        user_text: named_by_user,
+        blocks: remember || message.is_pinned() || message.fields().contains_key("_pin"),
+        counts: message.counts(),
+        largest_result,
+        // As the engine counts it: a message too long to count exactly is estimated.
+        exact: (estimator.counter).map(|c| (c.key(), estimator.message_tokens(message))),
+        digest: MessageId::of(message),
+    })
+}
+
 /// The request without its messages, parsed: model, tools, output limits (and for
 /// Anthropic the top-level `system`, which becomes a leading system message).
 fn skeleton(format: Format, scan: &Scan<'_>) -> Option<Conversation> {
+    let field = match format {
+        Format::Responses => "input",
+        _ => "messages",
+    };
+    // A second `messages` (`input`) key: which one the slow path reads is its parser's.
+    if scan.rest.iter().any(|(key, _)| key == field) {
+        return None;
+    }
     let mut body = serde_json::Map::new();
-    for (key, raw) in &scan.rest {
+    for (at, (key, raw)) in scan.rest.iter().enumerate() {
+        // In its place: the Responses envelope keeps the emptied `input` where it was.
+        if at == scan.messages_at {
+            body.insert(field.into(), Value::Array(Vec::new()));
+        }
         body.insert(key.clone(), serde_json::from_str(raw.get()).ok()?);
     }
-    body.insert("messages".into(), Value::Array(Vec::new()));
+    if scan.messages_at == scan.rest.len() {
+        body.insert(field.into(), Value::Array(Vec::new()));
+    }
     parse_value(Value::Object(body), Some(format)).ok()
 }
 
@@ -261,6 +283,20 @@ fn conversation_key(
     facts: &[Facts],
 ) -> Option<String> {
     let mut body = serde_json::Map::new();
+    if format == Format::Responses {
+        // The slow path's key reads a `messages` key, which a Responses body holds only
+        // when the client added one: the same key from the same bytes.
+        if let Some((_, messages)) = scan.rest.iter().find(|(k, _)| k == "messages") {
+            body.insert(
+                "messages".into(),
+                serde_json::from_str(messages.get()).ok()?,
+            );
+        }
+        let body = Value::Object(body);
+        return Some(crate::state::memory::conversation_key(
+            headers, &body, format,
+        ));
+    }
     let mut named = Vec::new();
     let mut first_user = None;
     for (raw, f) in scan.messages.iter().zip(facts) {
@@ -338,14 +374,17 @@ where
         tracing::debug!("fast path: a conversation whose last request was changed");
         return None;
     }
-    let scan: Scan<'_> = serde_json::from_slice(bytes).ok()?;
+    let scan = Scan::read(format, bytes)?;
     let skeleton = skeleton(format, &scan)?;
     let model = skeleton.model().unwrap_or("").to_owned();
     let config = manager.config();
     let estimator = manager.estimator(&model);
-    let facts: Vec<Facts> = (scan.messages.iter())
-        .map(|raw| fast.facts(format, raw, config, &estimator))
-        .collect::<Option<_>>()?;
+    let facts: Vec<Facts> = match format {
+        Format::Responses => fast.item_facts(&scan.messages, config, &estimator)?,
+        _ => (scan.messages.iter())
+            .map(|raw| fast.facts(format, raw, config, &estimator))
+            .collect::<Option<_>>()?,
+    };
     if facts.iter().any(|f| f.blocks) {
         tracing::debug!("fast path: a remember request or a pin");
         return None;
@@ -411,5 +450,8 @@ pub(crate) fn exact_counts(
     manager
 }
 
+mod items;
+mod scan;
+use scan::Scan;
 #[cfg(test)]
 mod tests;

@@ -9,7 +9,7 @@ use axum::body::Body;
 use axum::http::HeaderValue;
 use axum::response::Response;
 use context_cascade::Format;
-use serde::de::IgnoredAny;
+use serde::de::{IgnoredAny, MapAccess, SeqAccess, Visitor};
 
 use crate::error::{ErrorKind, error_response};
 use crate::route::answer::REPORT_HEADER;
@@ -26,37 +26,84 @@ pub(crate) const PROVIDER_COMPACTION: &str = "provider-compaction; forwarded unt
 /// top-level `compaction`, or a Responses body with a `compaction_trigger` input item.
 pub(crate) fn asks_provider_to_compact(format: Format, bytes: &[u8]) -> bool {
     #[derive(serde::Deserialize)]
-    struct Item {
-        #[serde(default, rename = "type")]
-        kind: Option<String>,
-        #[serde(flatten)]
-        _rest: IgnoredAny,
-    }
-    #[derive(serde::Deserialize)]
-    #[serde(untagged)]
-    enum Input {
-        Items(Vec<Item>),
-        Other(IgnoredAny),
-    }
-    #[derive(serde::Deserialize)]
     struct Envelope {
         #[serde(default)]
         compaction: Option<serde_json::Value>,
         #[serde(default)]
-        input: Option<Input>,
+        input: Option<Trigger>,
     }
     let Ok(envelope) = serde_json::from_slice::<Envelope>(bytes) else {
         return false;
     };
     match format {
         Format::Anthropic => envelope.compaction.is_some_and(|c| !c.is_null()),
-        Format::Responses => match envelope.input {
-            Some(Input::Items(items)) => {
-                (items.iter()).any(|i| i.kind.as_deref() == Some("compaction_trigger"))
-            }
-            _ => false,
-        },
+        Format::Responses => envelope.input.is_some_and(|t| t.0),
         _ => false,
+    }
+}
+
+/// Whether an `input` is a list of items one of which is a `compaction_trigger`. Read in
+/// one pass that keeps nothing but each item's `type`: an untagged enum or a flattened
+/// struct would first buffer the whole input (every string copied), about a millisecond
+/// at 478 kB on every Responses request. Input that is not a list is not a trigger; a list
+/// with an element that is not an item object fails the envelope (not a trigger).
+struct Trigger(bool);
+
+impl<'de> serde::Deserialize<'de> for Trigger {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(TriggerVisitor)
+    }
+}
+
+struct TriggerVisitor;
+
+impl<'de> Visitor<'de> for TriggerVisitor {
+    type Value = Trigger;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("any input")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Trigger, A::Error> {
+        #[derive(serde::Deserialize)]
+        struct Item {
+            #[serde(default, rename = "type")]
+            kind: Option<String>,
+        }
+        let mut found = false;
+        while let Some(item) = seq.next_element::<Item>()? {
+            found |= item.kind.as_deref() == Some("compaction_trigger");
+        }
+        Ok(Trigger(found))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Trigger, A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(Trigger(false))
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<Trigger, E> {
+        Ok(Trigger(false))
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<Trigger, E> {
+        Ok(Trigger(false))
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<Trigger, E> {
+        Ok(Trigger(false))
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<Trigger, E> {
+        Ok(Trigger(false))
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<Trigger, E> {
+        Ok(Trigger(false))
+    }
+
+    fn visit_unit<E>(self) -> Result<Trigger, E> {
+        Ok(Trigger(false))
     }
 }
 
@@ -106,5 +153,35 @@ mod tests {
             br#"{"compaction":null}"#
         ));
         assert!(!asks_provider_to_compact(Format::Responses, b"not json"));
+    }
+
+    /// Every shape of `input` reads as before the one-pass reader: only a list holding a
+    /// `compaction_trigger` item is a trigger, and an odd `input` does not hide an
+    /// Anthropic `compaction`.
+    #[test]
+    fn any_input_shape_is_read_in_one_pass() {
+        let nested = br#"{"input":[{"type":"function_call_output","call_id":"c","output":[{"type":"input_text","text":"a \"q\""}]},{"role":"user","content":"x"},{"type":"compaction_trigger","extra":{"k":[1,2]}}]}"#;
+        assert!(asks_provider_to_compact(Format::Responses, nested));
+        for input in [
+            "{}",
+            r#"{"type":"compaction_trigger"}"#,
+            "null",
+            "3",
+            "true",
+            "[]",
+            r#"[{"type":"message"}]"#,
+            r#"["compaction_trigger"]"#,
+            r#"[{"type":7}]"#,
+        ] {
+            let body = format!(r#"{{"model":"m","input":{input}}}"#);
+            assert!(
+                !asks_provider_to_compact(Format::Responses, body.as_bytes()),
+                "{input}"
+            );
+        }
+        let odd = br#"{"compaction":{"type":"summarize"},"input":{"a":1},"messages":[]}"#;
+        assert!(asks_provider_to_compact(Format::Anthropic, odd));
+        let odd = br#"{"compaction":{"type":"summarize"},"input":"x","messages":[]}"#;
+        assert!(asks_provider_to_compact(Format::Anthropic, odd));
     }
 }

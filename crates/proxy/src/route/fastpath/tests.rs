@@ -24,7 +24,7 @@ fn the_digest_from_the_memo_is_the_slow_paths() {
 
     let manager = ContextManager::new(CascadeConfig::default());
     let fast = FastPath::new(true);
-    let scan: Scan<'_> = serde_json::from_slice(&bytes).unwrap();
+    let scan = Scan::read(Format::OpenAi, &bytes).unwrap();
     let estimator = manager.estimator("gpt-4o");
     let digests = (scan.messages.iter()).map(|raw| {
         fast.facts(Format::OpenAi, raw, manager.config(), &estimator)
@@ -38,7 +38,7 @@ fn the_digest_from_the_memo_is_the_slow_paths() {
     let edited = String::from_utf8(bytes)
         .unwrap()
         .replacen("ponyc", "ponyd", 1);
-    let scan: Scan<'_> = serde_json::from_str(&edited).unwrap();
+    let scan = Scan::read(Format::OpenAi, edited.as_bytes()).unwrap();
     let digests = (scan.messages.iter()).map(|raw| {
         fast.facts(Format::OpenAi, raw, manager.config(), &estimator)
             .unwrap()
@@ -72,7 +72,7 @@ fn the_anthropic_digest_from_the_memo_is_the_slow_paths() {
     let slow = RequestDigest::of(&parsed);
     let manager = ContextManager::new(CascadeConfig::default());
     let fast = FastPath::new(true);
-    let scan: Scan<'_> = serde_json::from_slice(&bytes).unwrap();
+    let scan = Scan::read(Format::Anthropic, &bytes).unwrap();
     let estimator = manager.estimator("claude-sonnet-4-5");
     let skeleton = skeleton(Format::Anthropic, &scan).unwrap();
     assert_eq!(skeleton.messages.len(), 1, "the system prompt");
@@ -85,5 +85,43 @@ fn the_anthropic_digest_from_the_memo_is_the_slow_paths() {
     assert_eq!(
         RequestDigest::from_parts(envelope, leading.chain(digests)),
         slow
+    );
+}
+
+/// A Responses body: the messages the fast path reads from groups of items are the slow
+/// path's, one for one (the same digest), and so is the exact count of the whole request.
+#[test]
+fn the_responses_digest_and_count_from_the_memo_are_the_slow_paths() {
+    let path = cascade_test_support::fixture("responses/codex-session.json");
+    let bytes = std::fs::read(path).unwrap();
+    let mut parsed = context_cascade::format::parse(&bytes, Some(Format::Responses)).unwrap();
+    parsed.resolve_tool_names();
+    let slow = RequestDigest::of(&parsed);
+    let manager = ContextManager::new(CascadeConfig::default()).with_exact_counts();
+    let estimator = manager.estimator("gpt-5-codex");
+    assert!(estimator.counter.is_some(), "an exact count to compare");
+    let fast = FastPath::new(true);
+    let scan = Scan::read(Format::Responses, &bytes).unwrap();
+    let facts = (fast.item_facts(&scan.messages, manager.config(), &estimator)).unwrap();
+    let skeleton = skeleton(Format::Responses, &scan).unwrap();
+    assert_eq!(skeleton.messages.len(), 1, "the instructions");
+    assert_eq!(skeleton.messages.len() + facts.len(), parsed.messages.len());
+    let leading = skeleton.messages.iter().map(MessageId::of);
+    let envelope = envelope_hash(Format::Responses, &skeleton.envelope);
+    let digests = facts.iter().map(|f| f.digest);
+    assert_eq!(
+        RequestDigest::from_parts(envelope, leading.chain(digests)),
+        slow
+    );
+    let counts = (facts.iter()).fold(ClassCounts::of_conversation(&skeleton), |acc, f| {
+        acc + f.counts
+    });
+    let tokens = request_tokens(&estimator, &skeleton, &facts, &counts);
+    assert_eq!(tokens, estimator.tokens(&parsed));
+    // Again from the memo: the same facts without parsing.
+    let again = (fast.item_facts(&scan.messages, manager.config(), &estimator)).unwrap();
+    assert_eq!(
+        request_tokens(&estimator, &skeleton, &again, &counts),
+        tokens
     );
 }
