@@ -67,7 +67,7 @@ impl Calling<'_> {
             inbound,
             scoped: &key,
             call: UpstreamCall {
-                recall_tool: !stream,
+                recall_tool: true,
                 held: held.clone(),
                 ..(self.upstream).call(format, inbound.path(), headers.clone(), false, None)
             }
@@ -75,7 +75,7 @@ impl Calling<'_> {
         });
         let mut call = (self.upstream).call(format, inbound.path(), headers, stream, original);
         call.held = held.clone();
-        call.recall_tool = round.is_some() && !stream;
+        call.recall_tool = round.is_some();
         let call = call.ending(Some(turn));
         let call = Watched::new(call, format).answered_already(overflowed);
         shared::before_call(self.store, self.manager).await;
