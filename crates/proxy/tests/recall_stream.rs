@@ -6,13 +6,25 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, unreachable_pub)] // test code: a failure is a test failure
 
 mod common;
+#[allow(dead_code)] // shared with examples/recall_upstream.rs, which answers without streaming too
 #[path = "recall_stream/script.rs"]
 mod script;
 
 use cascade_test_support::upstream;
 use serde_json::{Value, json};
 
-use script::{Mode, SECRET_LINE, Wire, log, model, proxy};
+use cascade_proxy::ProxyConfig;
+use cascade_proxy::config::IN_MEMORY_DB;
+use script::{Mode, SECRET_LINE, Wire, log, model};
+
+async fn proxy(upstream: &str) -> String {
+    let mut config = ProxyConfig::new(upstream.to_owned());
+    config.state.path = IN_MEMORY_DB.into();
+    config.window.discover = false;
+    config.window.force = Some(8_000);
+    config.requests.recall = true;
+    common::start_proxy(config).await.0
+}
 
 /// The events of an SSE body: (event name, data).
 fn events(body: &str) -> Vec<(Option<String>, String)> {
@@ -213,7 +225,7 @@ async fn responses_a_streamed_recall_round_is_invisible_to_the_client() {
         .collect();
     assert_eq!(added, [json!(0), json!(1)], "{body}");
     let completed = &all.last().unwrap()["response"];
-    assert_eq!(completed["id"], "resp_1");
+    assert_eq!(completed["id"], "resp_0", "the first response's id");
     assert_eq!(completed["usage"]["input_tokens"], 200);
     assert_eq!(completed["usage"]["total_tokens"], 220);
     let texts: Vec<_> = (completed["output"].as_array().unwrap().iter())

@@ -6,10 +6,10 @@
 use std::time::Duration;
 
 use axum::response::{IntoResponse, Response};
-use cascade_proxy::ProxyConfig;
-use cascade_proxy::config::IN_MEMORY_DB;
-use cascade_test_support::upstream::{Recorded, sse};
+use cascade_test_support::upstream::{Recorded, json, not_found, sse};
 use serde_json::{Value, json};
+
+const USAGE_IN: u64 = 100;
 
 pub const SECRET_LINE: &str = "error[E0425]: cannot find value `swordfish_budget` in this scope";
 
@@ -41,15 +41,6 @@ pub fn log() -> String {
         .map(|i| format!("compiling unit {i} ok\n"))
         .collect();
     format!("{lines}{SECRET_LINE}\n")
-}
-
-pub async fn proxy(upstream: &str) -> String {
-    let mut config = ProxyConfig::new(upstream.to_owned());
-    config.state.path = IN_MEMORY_DB.into();
-    config.window.discover = false;
-    config.window.force = Some(8_000);
-    config.requests.recall = true;
-    super::common::start_proxy(config).await.0
 }
 
 /// The recall results a request carries back (their texts, in order).
@@ -124,22 +115,112 @@ fn parts(mode: Mode, wire: Wire, body: &Value) -> Vec<Part> {
     }
 }
 
-/// The scripted upstream's answer to `request`: SSE when it asks for a stream.
+/// The wire format of a request, by its path.
+pub fn wire(path: &str) -> Option<Wire> {
+    match path {
+        "/v1/chat/completions" => Some(Wire::Chat),
+        "/v1/messages" => Some(Wire::Messages),
+        "/v1/responses" => Some(Wire::Responses),
+        _ => None,
+    }
+}
+
+/// The scripted upstream's answer to `request` (any of the three paths): SSE when it asks
+/// for a stream, else the complete answer.
+pub fn answer(mode: Mode, request: &Recorded) -> Response {
+    match wire(&request.path) {
+        Some(wire) if request.body["stream"] == true => model(mode, wire, request),
+        Some(wire) => {
+            let parts = parts(mode, wire, &request.body);
+            let round = results(wire, &request.body).len();
+            json(200, complete(wire, &parts, round))
+        }
+        None => not_found(),
+    }
+}
+
+/// The scripted upstream's streamed answer to `request`.
 pub fn model(mode: Mode, wire: Wire, request: &Recorded) -> Response {
     assert_eq!(
         request.body["stream"], true,
         "a follow-up streams like the request"
     );
     let parts = parts(mode, wire, &request.body);
+    let round = results(wire, &request.body).len();
     let events = match wire {
         Wire::Chat => chat(
             &parts,
             request.body["stream_options"]["include_usage"] == true,
         ),
-        Wire::Messages => messages(&parts),
-        Wire::Responses => responses(&parts),
+        Wire::Messages => messages(&parts, round),
+        Wire::Responses => responses(&parts, round),
     };
     sse(events, Duration::ZERO).into_response()
+}
+
+/// The non-streaming answer saying `parts`.
+fn complete(wire: Wire, parts: &[Part], round: usize) -> Value {
+    let calls = parts.iter().any(|p| matches!(p, Part::Call(..)));
+    match wire {
+        Wire::Chat => {
+            let text: String = (parts.iter())
+                .filter_map(|p| match p {
+                    Part::Text(t) => Some(t.as_str()),
+                    Part::Call(..) => None,
+                })
+                .collect();
+            let tool_calls: Vec<Value> = (parts.iter())
+                .filter_map(|p| match p {
+                    Part::Call(id, name, arguments) => Some(json!({"id": id, "type": "function",
+                    "function": {"name": name, "arguments": arguments}})),
+                    Part::Text(_) => None,
+                })
+                .collect();
+            let mut message = json!({"role": "assistant", "content": text});
+            if calls {
+                message["tool_calls"] = json!(tool_calls);
+            }
+            json!({"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "gpt-4o",
+                "choices": [{"index": 0, "message": message,
+                    "finish_reason": if calls { "tool_calls" } else { "stop" }}],
+                "usage": {"prompt_tokens": USAGE_IN, "completion_tokens": 10, "total_tokens": USAGE_IN + 10}})
+        }
+        Wire::Messages => {
+            let content: Vec<Value> = (parts.iter())
+                .map(|p| match p {
+                    Part::Text(t) => json!({"type": "text", "text": t}),
+                    Part::Call(id, name, arguments) => {
+                        json!({"type": "tool_use", "id": id, "name": name,
+                    "input": serde_json::from_str::<Value>(arguments).unwrap()})
+                    }
+                })
+                .collect();
+            json!({"id": format!("msg_{round}"), "type": "message", "role": "assistant",
+                "model": "claude-sonnet-4", "content": content,
+                "stop_reason": if calls { "tool_use" } else { "end_turn" }, "stop_sequence": null,
+                "usage": {"input_tokens": USAGE_IN, "output_tokens": 10}})
+        }
+        Wire::Responses => {
+            let items: Vec<Value> = (parts.iter().enumerate())
+                .map(|(i, p)| item(p, round, i))
+                .collect();
+            json!({"id": format!("resp_{round}"), "object": "response", "created_at": 1,
+                "status": "completed", "model": "gpt-4o", "output": items, "error": null,
+                "usage": {"input_tokens": USAGE_IN, "output_tokens": 10, "total_tokens": USAGE_IN + 10}})
+        }
+    }
+}
+
+/// A Responses output item saying `part`, the `index`th of round `round`.
+fn item(part: &Part, round: usize, index: usize) -> Value {
+    match part {
+        Part::Text(text) => json!({"type": "message", "id": format!("msg_{round}_{index}"),
+            "status": "completed", "role": "assistant",
+            "content": [{"type": "output_text", "text": text, "annotations": []}]}),
+        Part::Call(id, name, arguments) => json!({"type": "function_call",
+            "id": format!("fc_{round}_{index}"), "call_id": id, "name": name,
+            "arguments": arguments, "status": "completed"}),
+    }
 }
 
 fn data(json: Value) -> String {
@@ -184,19 +265,19 @@ fn chat(parts: &[Part], usage: bool) -> Vec<String> {
         out.push(data(
             json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1,
             "model": "gpt-4o", "choices": [],
-            "usage": {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110}}),
+            "usage": {"prompt_tokens": USAGE_IN, "completion_tokens": 10, "total_tokens": USAGE_IN + 10}}),
         ));
     }
     out.push("data: [DONE]\n\n".into());
     out
 }
 
-fn messages(parts: &[Part]) -> Vec<String> {
+fn messages(parts: &[Part], round: usize) -> Vec<String> {
     let mut out = vec![named(
-        json!({"type": "message_start", "message": {"id": "msg_1",
+        json!({"type": "message_start", "message": {"id": format!("msg_{round}"),
         "type": "message", "role": "assistant", "model": "claude-sonnet-4", "content": [],
         "stop_reason": null, "stop_sequence": null,
-        "usage": {"input_tokens": 100, "output_tokens": 1}}}),
+        "usage": {"input_tokens": USAGE_IN, "output_tokens": 1}}}),
     )];
     let mut calls = false;
     for (index, part) in parts.iter().enumerate() {
@@ -228,48 +309,75 @@ fn messages(parts: &[Part]) -> Vec<String> {
     out
 }
 
-fn responses(parts: &[Part]) -> Vec<String> {
+fn responses(parts: &[Part], round: usize) -> Vec<String> {
     let mut sequence = 0;
     let mut event = |mut json: Value| {
         json["sequence_number"] = json!(sequence);
         sequence += 1;
         named(json)
     };
-    let opening = json!({"id": "resp_1", "object": "response", "created_at": 1,
-        "status": "in_progress", "model": "gpt-4o", "output": []});
+    let id = format!("resp_{round}");
+    let opening = json!({"id": id, "object": "response", "created_at": 1,
+        "status": "in_progress", "model": "gpt-4o", "output": [], "error": null});
     let mut out = vec![event(
         json!({"type": "response.created", "response": opening}),
     )];
     let mut items = Vec::new();
     for (index, part) in parts.iter().enumerate() {
-        let item = match part {
-            Part::Text(text) => json!({"type": "message", "id": format!("msg_{index}"),
-                "status": "completed", "role": "assistant",
-                "content": [{"type": "output_text", "text": text, "annotations": []}]}),
-            Part::Call(id, name, arguments) => json!({"type": "function_call",
-                "id": format!("fc_{index}"), "call_id": id, "name": name,
-                "arguments": arguments, "status": "completed"}),
-        };
+        let item = item(part, round, index);
+        let item_id = item["id"].clone();
         let mut added = item.clone();
         added["status"] = json!("in_progress");
-        out.push(event(
-            json!({"type": "response.output_item.added", "output_index": index, "item": added}),
-        ));
         match part {
-            Part::Text(text) => out.push(event(json!({"type": "response.output_text.delta",
-                "item_id": item["id"], "output_index": index, "content_index": 0, "delta": text}))),
-            Part::Call(_, _, arguments) => out.push(event(json!({
-                "type": "response.function_call_arguments.delta", "item_id": item["id"],
-                "output_index": index, "delta": arguments}))),
+            Part::Text(text) => {
+                added["content"] = json!([]);
+                let empty = json!({"type": "output_text", "text": "", "annotations": []});
+                let at = json!({"item_id": item_id, "output_index": index, "content_index": 0});
+                let with = |kind: &str, key: &str, value: Value| {
+                    let mut e = at.clone();
+                    e["type"] = json!(kind);
+                    e[key] = value;
+                    e
+                };
+                out.push(event(json!({"type": "response.output_item.added", "output_index": index, "item": added})));
+                out.push(event(with("response.content_part.added", "part", empty)));
+                out.push(event(with(
+                    "response.output_text.delta",
+                    "delta",
+                    json!(text),
+                )));
+                out.push(event(with(
+                    "response.output_text.done",
+                    "text",
+                    json!(text),
+                )));
+                out.push(event(with(
+                    "response.content_part.done",
+                    "part",
+                    item["content"][0].clone(),
+                )));
+            }
+            Part::Call(_, _, arguments) => {
+                added["arguments"] = json!("");
+                out.push(event(json!({"type": "response.output_item.added", "output_index": index, "item": added})));
+                out.push(event(
+                    json!({"type": "response.function_call_arguments.delta",
+                    "item_id": item_id, "output_index": index, "delta": arguments}),
+                ));
+                out.push(event(
+                    json!({"type": "response.function_call_arguments.done",
+                    "item_id": item_id, "output_index": index, "arguments": arguments}),
+                ));
+            }
         }
         out.push(event(
             json!({"type": "response.output_item.done", "output_index": index, "item": item}),
         ));
         items.push(item);
     }
-    let done = json!({"id": "resp_1", "object": "response", "created_at": 1,
-        "status": "completed", "model": "gpt-4o", "output": items,
-        "usage": {"input_tokens": 100, "output_tokens": 10, "total_tokens": 110}});
+    let done = json!({"id": id, "object": "response", "created_at": 1,
+        "status": "completed", "model": "gpt-4o", "output": items, "error": null,
+        "usage": {"input_tokens": USAGE_IN, "output_tokens": 10, "total_tokens": USAGE_IN + 10}});
     out.push(event(
         json!({"type": "response.completed", "response": done}),
     ));
