@@ -297,3 +297,31 @@ async fn a_streamed_mixed_answer_gives_the_client_its_own_calls_only() {
         }
     }
 }
+
+#[tokio::test]
+async fn a_follow_up_cut_short_ends_the_stream_with_an_error_and_no_ending() {
+    for wire in [Wire::Chat, Wire::Messages, Wire::Responses] {
+        let (body, hits) = run(wire, Mode::CutFollowUp).await;
+        assert_eq!(hits, 2);
+        assert!(
+            body.contains("Looking."),
+            "the first round reached the client: {body}"
+        );
+        let all = json_events(&body);
+        let last = all.last().unwrap();
+        assert!(
+            last["error"].is_object() || last["type"] == "error",
+            "{body}"
+        );
+        let endings = ["message_delta", "message_stop", "response.completed"];
+        assert!(
+            !all.iter()
+                .any(|e| endings.contains(&e["type"].as_str().unwrap_or(""))),
+            "{body}"
+        );
+        assert!(
+            !body.contains("[DONE]") && !body.contains("\"finish_reason\":\""),
+            "{body}"
+        );
+    }
+}

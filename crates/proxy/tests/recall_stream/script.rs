@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use axum::response::{IntoResponse, Response};
-use cascade_test_support::upstream::{Recorded, json, not_found, sse};
+use cascade_test_support::upstream::{Recorded, json, not_found, sse, sse_body};
 use serde_json::{Value, json};
 
 const USAGE_IN: u64 = 100;
@@ -22,6 +22,8 @@ pub enum Mode {
     Always,
     /// Calls the tool and the client's `bash` together.
     Mixed,
+    /// As `Once`, but the stream after the recall breaks after its second event.
+    CutFollowUp,
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -93,7 +95,7 @@ fn parts(mode: Mode, wire: Wire, body: &Value) -> Vec<Part> {
         )
     };
     match mode {
-        Mode::Once if !found.is_empty() => {
+        Mode::Once | Mode::CutFollowUp if !found.is_empty() => {
             let last = found.last().map(String::as_str).unwrap_or("");
             let line = last
                 .lines()
@@ -102,7 +104,7 @@ fn parts(mode: Mode, wire: Wire, body: &Value) -> Vec<Part> {
             vec![Part::Text(line.into())]
         }
         _ if !offered(body) => vec![Part::Text("no tool".into())],
-        Mode::Once => vec![Part::Text("Looking.".into()), recall(1)],
+        Mode::Once | Mode::CutFollowUp => vec![Part::Text("Looking.".into()), recall(1)],
         Mode::Always => vec![
             Part::Text(format!("Round {}.", found.len() + 1)),
             recall(found.len() + 1),
@@ -155,6 +157,16 @@ pub fn model(mode: Mode, wire: Wire, request: &Recorded) -> Response {
         Wire::Messages => messages(&parts, round),
         Wire::Responses => responses(&parts, round),
     };
+    if mode == Mode::CutFollowUp && round > 0 {
+        let sent = events.into_iter().take(2).map(Ok::<_, std::io::Error>);
+        let cut = futures::stream::once(async {
+            // Once the events are out: the proxy did receive them.
+            tokio::time::sleep(Duration::from_millis(30)).await;
+            Err(std::io::Error::other("connection reset"))
+        });
+        let chunks = futures::StreamExt::chain(futures::stream::iter(sent), cut);
+        return sse_body(axum::body::Body::from_stream(chunks));
+    }
     sse(events, Duration::ZERO).into_response()
 }
 

@@ -29,10 +29,13 @@ pub(crate) struct Chat {
     next_call: u64,
     content: String,
     calls: BTreeMap<u64, Call>,
+    /// This round's finish reason and `[DONE]`, held back.
     finish: Option<Value>,
+    done: bool,
+    /// The last ended round's: the stream's ending (a round cut short has none).
+    ending: (Option<Value>, bool),
     usage: Option<Value>,
     total: Option<Value>,
-    done: bool,
     client_calls: usize,
 }
 
@@ -46,9 +49,10 @@ impl Chat {
             content: String::new(),
             calls: BTreeMap::new(),
             finish: None,
+            done: false,
+            ending: (None, false),
             usage: None,
             total: None,
-            done: false,
             client_calls: 0,
         }
     }
@@ -188,11 +192,13 @@ impl Splicer for Chat {
             }
         }
         self.rounds += 1;
+        self.ending = (self.finish.take(), std::mem::take(&mut self.done));
         (asked, answer)
     }
 
     fn finish(&mut self, out: &mut Vec<u8>) {
-        if let Some(mut reason) = self.finish.take() {
+        let (finish, done) = std::mem::take(&mut self.ending);
+        if let Some(mut reason) = finish {
             if reason == "tool_calls" && self.client_calls == 0 {
                 reason = json!("stop");
             }
@@ -202,7 +208,7 @@ impl Splicer for Chat {
         if let Some(total) = self.total.take() {
             write_json(None, &self.chunk(json!([]), Some(total)), out);
         }
-        if self.done {
+        if done {
             write(None, "[DONE]", out);
         }
     }

@@ -93,3 +93,46 @@ pub(crate) fn split_first(buffer: &[u8]) -> Option<(&[u8], usize)> {
     }
     None
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_are_read_with_their_name_and_json() {
+        let event =
+            Event::parse(b"event: message_stop\ndata: {\"type\":\"message_stop\"}").unwrap();
+        assert_eq!(event.name.as_deref(), Some("message_stop"));
+        assert_eq!(event.kind(), "message_stop");
+        let done = Event::parse(b"data: [DONE]").unwrap();
+        assert_eq!((done.data.as_str(), done.json.is_none()), ("[DONE]", true));
+        assert_eq!(Event::parse(b": keep-alive"), None);
+        let split = Event::parse(b"data: {\"a\":\ndata: 1}").unwrap();
+        assert_eq!(split.json, Some(serde_json::json!({"a": 1})));
+    }
+
+    #[test]
+    fn blocks_end_at_a_blank_line_of_either_style() {
+        assert_eq!(
+            split_first(b"data: 1\n\ndata: 2"),
+            Some((&b"data: 1"[..], 9))
+        );
+        assert_eq!(
+            split_first(b"data: 1\r\n\r\nx"),
+            Some((&b"data: 1"[..], 11))
+        );
+        assert_eq!(split_first(b"data: 1\ndata"), None);
+    }
+
+    #[test]
+    fn a_written_event_reads_back_the_same() {
+        let mut out = Vec::new();
+        write_json(Some("ping"), &serde_json::json!({"type": "ping"}), &mut out);
+        assert_eq!(out, b"event: ping\ndata: {\"type\":\"ping\"}\n\n");
+        let (block, _) = split_first(&out).unwrap();
+        let event = Event::parse(block).unwrap();
+        let mut again = Vec::new();
+        event.write(&mut again);
+        assert_eq!(again, out);
+    }
+}

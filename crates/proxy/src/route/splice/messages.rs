@@ -29,8 +29,10 @@ pub(crate) struct Messages {
     /// This round's usage: `message_start`'s, updated by `message_delta`'s.
     usage: Option<Value>,
     total: Option<Value>,
-    /// The last round's `message_delta`, held for the end.
+    /// This round's `message_delta`, held back.
     delta: Option<Value>,
+    /// The last ended round's: the stream's ending (a round cut short has none).
+    ending: Option<Value>,
     /// Whether the last round called a tool of the client's.
     client_calls: usize,
 }
@@ -46,6 +48,7 @@ impl Messages {
             usage: None,
             total: None,
             delta: None,
+            ending: None,
             client_calls: 0,
         }
     }
@@ -176,11 +179,12 @@ impl Splicer for Messages {
             }
         }
         self.indices.clear();
+        self.ending = self.delta.take();
         (asked, answer)
     }
 
     fn finish(&mut self, out: &mut Vec<u8>) {
-        let Some(mut delta) = self.delta.take() else {
+        let Some(mut delta) = self.ending.take() else {
             return;
         };
         let stop = delta.pointer("/delta/stop_reason").and_then(Value::as_str);

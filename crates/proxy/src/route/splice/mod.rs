@@ -111,6 +111,8 @@ struct Run {
     partial: Vec<u8>,
     rounds: usize,
     done: bool,
+    /// An error event went to the client: the stream ends there, with no ending of its own.
+    broken: bool,
     /// How long a follow-up's stream may stay idle.
     idle: Duration,
 }
@@ -133,6 +135,7 @@ impl Splice {
             partial: Vec::new(),
             rounds: 0,
             done: false,
+            broken: false,
             idle,
         };
         futures::stream::unfold(run, |mut run| async move {
@@ -159,9 +162,12 @@ impl Run {
                     // The last event may lack its blank line.
                     let rest = std::mem::take(&mut self.partial);
                     if let Some(event) = Event::parse(&rest) {
-                        self.splicer.event(&event, &mut out);
+                        self.pass(&event, &mut out);
                     }
-                    if !self.next_round().await {
+                    if self.broken {
+                        // What the client has is all it gets: no ending after an error.
+                        self.done = true;
+                    } else if !self.next_round().await {
                         self.splicer.finish(&mut out);
                         self.done = true;
                     }
@@ -179,9 +185,22 @@ impl Run {
         self.partial.extend_from_slice(chunk);
         while let Some((block, rest)) = event::split_first(&self.partial) {
             if let Some(event) = Event::parse(block) {
-                self.splicer.event(&event, out);
+                self.pass(&event, out);
             }
             self.partial.drain(..rest);
+        }
+    }
+
+    /// Passes `event` to the splicer, noting an error event (the upstream's, or the one
+    /// `complete_events` ends a cut stream with).
+    fn pass(&mut self, event: &Event, out: &mut Vec<u8>) {
+        if !self.broken {
+            self.splicer.event(event, out);
+        }
+        let error =
+            (event.json.as_ref()).is_some_and(|j| j.get("error").is_some_and(|e| !e.is_null()));
+        if event.kind() == "error" || (error && event.kind().is_empty()) {
+            self.broken = true;
         }
     }
 

@@ -25,7 +25,9 @@ pub(crate) struct Responses {
     items: BTreeMap<u64, Value>,
     /// Every item the client got, by the client's index.
     shown: BTreeMap<u64, Value>,
-    /// The last round's final event (`response.completed`, `incomplete` or `failed`).
+    /// This round's final event (`response.completed`, `incomplete` or `failed`), held.
+    held: Option<(Option<String>, Value)>,
+    /// The last ended round's: the stream's ending (a round cut short has none).
     ending: Option<(Option<String>, Value)>,
     usage: Option<Value>,
     total: Option<Value>,
@@ -42,6 +44,7 @@ impl Responses {
             indices: HashMap::new(),
             items: BTreeMap::new(),
             shown: BTreeMap::new(),
+            held: None,
             ending: None,
             usage: None,
             total: None,
@@ -111,7 +114,7 @@ impl Splicer for Responses {
             }
             "response.completed" | "response.incomplete" | "response.failed" => {
                 self.usage = json.pointer("/response/usage").cloned();
-                self.ending = Some((event.name.clone(), json));
+                self.held = Some((event.name.clone(), json));
             }
             _ => match json.get("output_index").and_then(Value::as_u64) {
                 Some(index) => self.item_event(name, json, index, out),
@@ -132,6 +135,7 @@ impl Splicer for Responses {
         }
         self.indices.clear();
         self.rounds += 1;
+        self.ending = self.held.take();
         (asked, answer)
     }
 
