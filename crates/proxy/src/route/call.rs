@@ -62,6 +62,8 @@ impl Calling<'_> {
             untouched.then(|| (inbound.bytes.clone(), whole(held.as_ref(), &conversation)));
         // Recall's follow-ups: the same request offering the tool, held messages joined;
         // each gives the turn back before it waits (the engine's first call has already).
+        // Read whole here; a streamed request's follow-ups stream (`route::splice`, which
+        // takes this call's URL and headers).
         let round = (self.recaller).map(|recaller| Round {
             recaller,
             inbound,
