@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # The real OpenAI (Chat Completions and Responses) and Anthropic Python SDKs against
 # `cascade proxy` in front of the scripted upstream
-# (crates/proxy/examples/scripted_upstream.rs), plain and streaming.
+# (crates/proxy/examples/scripted_upstream.rs), plain and streaming; then the same SDKs
+# against a proxy with recall on in front of a scripted model that calls the recall tool
+# (crates/proxy/examples/recall_upstream.rs): they must read every answer and stream and
+# never see the tool.
 #
 # Makes a venv (target/sdk-venv, or $CASCADE_SDK_VENV), installs openai, anthropic and
 # pytest, builds, starts both servers on free loopback ports, runs
-# crates/proxy/tests/sdk/test_sdk.py, and stops the servers whatever happens.
+# crates/proxy/tests/sdk/test_sdk.py and test_sdk_recall.py, and stops the servers whatever
+# happens.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,7 +19,7 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 "$venv/bin/pip" install --quiet --disable-pip-version-check openai anthropic pytest
 
-cargo build --quiet -p cascade-proxy --example scripted_upstream
+cargo build --quiet -p cascade-proxy --example scripted_upstream --example recall_upstream
 cargo build --quiet -p cascade-cli --bin cascade
 
 script_name=ci-proxy-sdk
@@ -44,3 +48,13 @@ fi
 wait_up "http://127.0.0.1:$proxy_port/healthz"
 
 CASCADE_PROXY_URL="http://127.0.0.1:$proxy_port" "$venv/bin/python" -m pytest -q crates/proxy/tests/sdk/test_sdk.py
+
+recall_upstream_port="$(free_port)"
+recall_proxy_port="$(free_port)"
+target/debug/examples/recall_upstream --port "$recall_upstream_port" \
+    --proxy-port "$recall_proxy_port" >"$work/recall.log" 2>&1 &
+pids+=("$!")
+wait_up "http://127.0.0.1:$recall_proxy_port/healthz"
+
+CASCADE_RECALL_PROXY_URL="http://127.0.0.1:$recall_proxy_port" "$venv/bin/python" -m pytest -q \
+    crates/proxy/tests/sdk/test_sdk_recall.py

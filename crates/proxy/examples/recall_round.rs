@@ -6,7 +6,10 @@
 //! * recall on, the model never calling the tool (the cost of keeping: sealing the removed
 //!   chunks and writing them to SQLite, and offering the tool);
 //! * recall on, the model calling the tool once (one recall round: the chunks opened and
-//!   ranked, and the second upstream call).
+//!   ranked, and the second upstream call);
+//!
+//! each as a complete answer and streamed (SSE, timed to the stream's end: a streamed round
+//! is spliced into the client's stream by `route::splice`).
 //!
 //! Not a test: numbers for docs/benchmarks.md ("What recall brings back").
 //!
@@ -34,9 +37,46 @@ fn chat(message: Value) -> Response {
     .into_response()
 }
 
+/// `message` as a Chat stream: its content, then its tool calls, then the finish reason.
+fn chat_stream(message: Value) -> Response {
+    let chunk = |delta: Value, finish: Value| {
+        let chunk = json!({"id": "x", "object": "chat.completion.chunk", "model": "gpt-4o",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
+        format!("data: {chunk}\n\n")
+    };
+    let mut events = vec![chunk(
+        json!({"role": "assistant", "content": message["content"]}),
+        Value::Null,
+    )];
+    let calls = message["tool_calls"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    for (index, call) in calls.iter().enumerate() {
+        let mut call = call.clone();
+        call["index"] = json!(index);
+        events.push(chunk(json!({"tool_calls": [call]}), Value::Null));
+    }
+    let finish = if calls.is_empty() {
+        "stop"
+    } else {
+        "tool_calls"
+    };
+    events.push(chunk(json!({}), json!(finish)));
+    events.push("data: [DONE]\n\n".into());
+    // One write: the scripted upstream does not set TCP_NODELAY, and a second small write
+    // would wait for the delayed ACK of the first (Nagle), about 40 ms on loopback.
+    upstream::sse(vec![events.concat()], Duration::ZERO).into_response()
+}
+
 /// Calls recall once when `calls` and it is offered and not yet answered; else answers.
 fn model(calls: bool) -> impl Fn(usize, &Recorded) -> Response + Send + Sync + 'static {
     move |_, request| {
+        let chat = if request.body["stream"] == true {
+            chat_stream
+        } else {
+            chat
+        };
         let offered = (request.body["tools"].as_array().into_iter().flatten())
             .any(|t| t["function"]["name"] == "context_recall");
         let last = request.body["messages"]
@@ -79,7 +119,12 @@ async fn median(recall: bool, calls: bool, body: &Value, db: &std::path::Path) -
             .await
             .unwrap();
         assert_eq!(response.status(), 200);
-        let _ = response.bytes().await.unwrap();
+        let bytes = response.bytes().await.unwrap();
+        let text = String::from_utf8_lossy(&bytes);
+        assert!(
+            text.contains("done") && !text.contains("context_recall"),
+            "{text}"
+        );
         if run > 0 {
             times.push(start.elapsed());
         }
@@ -97,17 +142,22 @@ async fn main() {
         "/../../examples/claude-code-session.json"
     );
     let session: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    let body = json!({"model": "gpt-4o", "messages": session["messages"].clone()});
+    let plain = json!({"model": "gpt-4o", "messages": session["messages"].clone()});
+    let mut streamed = plain.clone();
+    streamed["stream"] = json!(true);
     let dir = std::env::temp_dir().join(format!("cascade-recall-round-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let mut rows = Vec::new();
-    for (name, recall, calls) in [
-        ("recall off", false, false),
-        ("recall on, no call", true, false),
-        ("recall on, one round", true, true),
+    for (name, recall, calls, body) in [
+        ("recall off", false, false, &plain),
+        ("recall on, no call", true, false, &plain),
+        ("recall on, one round", true, true, &plain),
+        ("streamed, recall off", false, false, &streamed),
+        ("streamed, recall on, no call", true, false, &streamed),
+        ("streamed, recall on, one round", true, true, &streamed),
     ] {
         let db = dir.join(format!("{}.db", name.replace([' ', ','], "-")));
-        let took = median(recall, calls, &body, &db).await;
+        let took = median(recall, calls, body, &db).await;
         let bytes = std::fs::metadata(&db).map(|m| m.len()).unwrap_or(0);
         rows.push(format!(
             "| {name} | {:.1} ms | {} KB |",

@@ -61,6 +61,12 @@ pub(crate) async fn serve_connections(
             },
             () = &mut shutdown => break,
         };
+        // Streamed answers go out as many small writes (events, then the chunked body's
+        // end): with Nagle's algorithm on, each waits for the client's delayed ACK of the
+        // one before, about 40 ms on Linux.
+        if let Err(e) = socket.set_nodelay(true) {
+            tracing::debug!(error = %e, "TCP_NODELAY not set");
+        }
         let (slot, full_permit) = match full.clone().try_acquire_owned() {
             Ok(full_permit) => (Slot::Full, Some(full_permit)),
             Err(_) => (Slot::Reserve, None),

@@ -29,6 +29,9 @@ pub(crate) const MAX_OPENED_BYTES: usize = 32 << 20;
 /// What a handle line starts with (`context_cascade::recall::handle_line`).
 const HANDLE_LINE: &str = "recall handle: ";
 
+/// Recall rounds one client request may run.
+pub(crate) const MAX_ROUNDS: usize = 3;
+
 /// Keeps and answers from one store.
 #[derive(Clone)]
 pub(crate) struct Recaller {
@@ -76,6 +79,28 @@ impl Recaller {
         let rows = self.store.recall_rows(scoped).await?;
         let chunks = open_newest(key, &rows);
         Ok(recall::answer(&Index::build(chunks), call, max_tokens))
+    }
+
+    /// The answer to each recall call of `asked`: `(call id, text)`; a call that cannot be
+    /// read or answered gets a line saying why (the model reads it as the tool's result).
+    pub(crate) async fn answer_all(
+        &self,
+        key: &RecallKey,
+        scoped: &str,
+        asked: &turn::Asked,
+    ) -> Vec<(String, String)> {
+        let mut results = Vec::with_capacity(asked.recall.len());
+        for site in &asked.recall {
+            let text = match RecallCall::from_arguments(&site.arguments) {
+                Ok(call) => match self.answer(key, scoped, &call, recall::ANSWER_TOKENS).await {
+                    Ok(found) => found.text,
+                    Err(error) => format!("[recall failed: {error}]"),
+                },
+                Err(error) => format!("[recall: {error}]"),
+            };
+            results.push((site.id.clone(), text));
+        }
+        results
     }
 }
 

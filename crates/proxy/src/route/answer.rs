@@ -17,6 +17,7 @@ use crate::error::{ErrorKind, error_response};
 use crate::route::cut::complete_events;
 use crate::route::gauge;
 use crate::route::outcome::Outcome;
+use crate::route::splice::Splice;
 use crate::route::stream::scan_usage;
 use crate::route::upstream::{UpstreamOutput, passthrough_error, response_headers};
 use crate::window::calibration::Calibrator;
@@ -88,28 +89,53 @@ impl Answering<'_> {
                 response
             }
             UpstreamOutput::Stream(upstream) => {
-                let status = upstream.status();
-                let headers = response_headers(upstream.headers());
-                let calibrator = self.calibrator.clone();
-                let provider = Provider::for_format(format);
-                let events = complete_events(format, upstream.bytes_stream(), self.idle);
-                let body = scan_usage(provider, events, move |tokens| {
-                    calibrator.observe_sent(&model, prior, counted, tokens);
-                    // The stream's callback is synchronous: the write goes on its own task.
-                    let (calibrator, model) = (calibrator.clone(), model.clone());
-                    tokio::spawn(async move { calibrator.save(&model).await });
-                });
-                // The count is read before the rescale: calibration needs the provider's own.
-                let body = body.map(move |chunk| match (chunk, rescale) {
-                    (Ok(chunk), Some(factor)) => Ok(gauge::rescale_events(chunk, factor)),
-                    (chunk, _) => chunk,
-                });
-                let mut response = Response::new(Body::from_stream(body));
-                *response.status_mut() = status;
-                *response.headers_mut() = headers;
-                response
+                self.streamed(upstream, None, format, ((prior, counted), rescale), model)
             }
+            UpstreamOutput::Recalling(upstream, splice) => self.streamed(
+                upstream,
+                Some(*splice),
+                format,
+                ((prior, counted), rescale),
+                model,
+            ),
         }
+    }
+
+    /// The client's stream: `upstream`'s events (spliced with recall's rounds when `splice`
+    /// is there), the first round's usage going to the calibration.
+    fn streamed(
+        &self,
+        upstream: reqwest::Response,
+        splice: Option<Splice>,
+        format: Format,
+        ((prior, counted), rescale): ((f64, u64), Option<f64>),
+        model: String,
+    ) -> Response {
+        let status = upstream.status();
+        let headers = response_headers(upstream.headers());
+        let calibrator = self.calibrator.clone();
+        let provider = Provider::for_format(format);
+        let events = complete_events(format, upstream.bytes_stream(), self.idle);
+        // Only the first round's count is the request's: the scan reads it alone.
+        let body = scan_usage(provider, events, move |tokens| {
+            calibrator.observe_sent(&model, prior, counted, tokens);
+            // The stream's callback is synchronous: the write goes on its own task.
+            let (calibrator, model) = (calibrator.clone(), model.clone());
+            tokio::spawn(async move { calibrator.save(&model).await });
+        });
+        let body = match splice {
+            Some(splice) => splice.run(body, self.idle).boxed(),
+            None => body.boxed(),
+        };
+        // The count is read before the rescale: calibration needs the provider's own.
+        let body = body.map(move |chunk| match (chunk, rescale) {
+            (Ok(chunk), Some(factor)) => Ok(gauge::rescale_events(chunk, factor)),
+            (chunk, _) => chunk,
+        });
+        let mut response = Response::new(Body::from_stream(body));
+        *response.status_mut() = status;
+        *response.headers_mut() = headers;
+        response
     }
 }
 

@@ -62,12 +62,14 @@ impl Calling<'_> {
             untouched.then(|| (inbound.bytes.clone(), whole(held.as_ref(), &conversation)));
         // Recall's follow-ups: the same request offering the tool, held messages joined;
         // each gives the turn back before it waits (the engine's first call has already).
+        // Read whole here; a streamed request's follow-ups stream (`route::splice`, which
+        // takes this call's URL and headers).
         let round = (self.recaller).map(|recaller| Round {
             recaller,
             inbound,
             scoped: &key,
             call: UpstreamCall {
-                recall_tool: !stream,
+                recall_tool: true,
                 held: held.clone(),
                 ..(self.upstream).call(format, inbound.path(), headers.clone(), false, None)
             }
@@ -75,7 +77,7 @@ impl Calling<'_> {
         });
         let mut call = (self.upstream).call(format, inbound.path(), headers, stream, original);
         call.held = held.clone();
-        call.recall_tool = round.is_some() && !stream;
+        call.recall_tool = round.is_some();
         let call = call.ending(Some(turn));
         let call = Watched::new(call, format).answered_already(overflowed);
         shared::before_call(self.store, self.manager).await;

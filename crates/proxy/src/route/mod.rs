@@ -20,6 +20,7 @@ pub(crate) mod preparation;
 pub(crate) mod provider_compaction;
 pub(crate) mod recalling;
 pub(crate) mod responses;
+pub(crate) mod splice;
 pub(crate) mod stream;
 pub(crate) mod upstream;
 

@@ -2,21 +2,20 @@
 //! tenant, and an answer that calls the recall tool is answered from the store and sent
 //! upstream again with the call and its result appended — at most [`MAX_ROUNDS`] times per
 //! client request. The client gets one answer: the recall calls taken out, usage summed.
-//! Non-streaming answers only (a streamed request is not offered the tool).
+//! A streamed answer's rounds run in `route::splice`, while the client reads.
 
 use axum::http::header::CONTENT_LENGTH;
 use bytes::Bytes;
-use context_cascade::recall::{ANSWER_TOKENS, RecallCall};
 use context_cascade::{CallError, Called, Conversation, Format, Report};
 use serde_json::Value;
 
 use crate::recall::turn::{self, Asked};
 use crate::recall::{Recaller, offered_tool};
 use crate::route::inbound::Inbound;
+use crate::route::splice::{Resend, Splice};
 use crate::route::upstream::{UpstreamCall, UpstreamOutput};
 
-/// Recall rounds one client request may run.
-pub(crate) const MAX_ROUNDS: usize = 3;
+use crate::recall::MAX_ROUNDS;
 
 /// What a recall round needs: the store, whose request it is, and the call to repeat.
 pub(crate) struct Round<'a> {
@@ -39,7 +38,10 @@ impl Round<'_> {
         match (result, round) {
             (Ok(mut called), Some(round)) => {
                 round.keep(&called.report).await;
-                called.output = round.answer(conversation, called.output).await;
+                called.output = match called.output {
+                    UpstreamOutput::Stream(response) => round.splice(conversation, response),
+                    output => round.answer(conversation, output).await,
+                };
                 Ok(called)
             }
             (result, _) => result,
@@ -57,6 +59,33 @@ impl Round<'_> {
             // The answer goes on without it: a later recall says nothing is kept.
             tracing::warn!(%error, "recall: removed content not kept");
         }
+    }
+
+    /// A streamed answer to a request that offered the recall tool, as a [`Splice`] that
+    /// runs the rounds while the client reads; as it is when the tool was not offered.
+    fn splice(&self, conversation: &Conversation, first: reqwest::Response) -> UpstreamOutput {
+        let request = (self.call.body(conversation).ok())
+            .and_then(|sent| serde_json::from_slice::<Value>(&sent).ok());
+        let Some((request, tool)) = request.and_then(|r| offered_tool(&r).map(|tool| (r, tool)))
+        else {
+            return UpstreamOutput::Stream(first);
+        };
+        let call = &self.call;
+        let splice = Splice {
+            format: conversation.format,
+            tool,
+            request,
+            recaller: self.recaller.clone(),
+            key: self.inbound.recall_key.clone(),
+            scoped: self.scoped.to_owned(),
+            resend: Resend {
+                client: call.client.clone(),
+                url: call.url.clone(),
+                headers: call.headers.clone(),
+                timeout: call.timeout,
+            },
+        };
+        UpstreamOutput::Recalling(first, Box::new(splice))
     }
 
     /// The client's answer for `output`: recall rounds run while the model calls only
@@ -140,29 +169,13 @@ impl Round<'_> {
         answer: &Value,
         asked: &Asked,
     ) -> Option<Value> {
-        let mut results = Vec::with_capacity(asked.recall.len());
-        for site in &asked.recall {
-            let text = match RecallCall::from_arguments(&site.arguments) {
-                Ok(call) => {
-                    let key = &self.inbound.recall_key;
-                    match self
-                        .recaller
-                        .answer(key, self.scoped, &call, ANSWER_TOKENS)
-                        .await
-                    {
-                        Ok(found) => found.text,
-                        Err(error) => format!("[recall failed: {error}]"),
-                    }
-                }
-                Err(error) => format!("[recall: {error}]"),
-            };
-            results.push((site.id.clone(), text));
-        }
+        let (key, scoped) = (&self.inbound.recall_key, self.scoped);
+        let results = self.recaller.answer_all(key, scoped, asked).await;
         turn::follow_up(format, request, answer, &results);
         let body = Bytes::from(serde_json::to_vec(request).ok()?);
         match self.call.send_body(Ok(body)).await.ok()?.output {
             UpstreamOutput::Full { body, .. } => serde_json::from_slice(&body).ok(),
-            UpstreamOutput::Stream(_) => None,
+            UpstreamOutput::Stream(_) | UpstreamOutput::Recalling(..) => None,
         }
     }
 }

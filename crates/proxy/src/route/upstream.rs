@@ -157,6 +157,9 @@ pub(crate) enum UpstreamOutput {
     },
     /// A streaming answer whose body is still to be read.
     Stream(reqwest::Response),
+    /// A streaming answer to a request offering the recall tool: the first round's
+    /// response, and what runs the recall rounds into the client's stream.
+    Recalling(reqwest::Response, Box<crate::route::splice::Splice>),
 }
 
 /// One cascade request's upstream: where to POST and with which client headers.
@@ -183,8 +186,8 @@ pub(crate) struct UpstreamCall<'a> {
     pub turn: Option<&'a Turn>,
     /// What a provider's compaction supersedes: put back, as it came, in every request.
     pub held: Option<Held>,
-    /// Offer the recall tool when the request carries removed content (recall on, not
-    /// streamed): `crate::recall::with_tool`.
+    /// Offer the recall tool when the request carries removed content (recall on):
+    /// `crate::recall::with_tool`.
     pub recall_tool: bool,
 }
 
