@@ -225,8 +225,9 @@ context_cascade::settings_group! {
         pub gauge: Gauge = Gauge::default(),
         /// Keep what the cascade removes (sealed with a key from the client's credential)
         /// and give the model a `context_recall` tool to get it back by handle or search.
-        /// Non-streaming requests only so far: a streamed request gets neither the tool nor
-        /// the handles' content back (docs/proxy.md, "Recall").
+        /// Non-streaming requests only so far: a streamed request carries handles (its
+        /// removals are kept) but is not offered the tool. Off by default until streamed
+        /// requests get the tool: docs/proxy.md, "The default".
         pub recall: bool = false,
     }
 }
