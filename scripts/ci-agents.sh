@@ -10,7 +10,9 @@
 # model_context_window) so that its own compaction can fire: Codex through the provider's
 # remote compaction (`compaction_trigger`, answered by the scripted model as the API does).
 # CASCADE_AGENT_GAUGES lists the proxy's `requests.gauge` settings to run (default: the
-# default one); CASCADE_AGENT_MODES the proxy modes (`window no-window`).
+# default one); CASCADE_AGENT_MODES the proxy modes (`window no-window window-recall`;
+# `window-recall` is `window` with `requests.recall = true`: the removed originals kept and
+# the markers carrying handles, so that an agent is seen to finish its session with them).
 #
 # Fails (non-zero) when an agent does not finish its script, when an overflow error reaches
 # the upstream with --window (more than one per session without it: the one that teaches
@@ -85,8 +87,9 @@ run() {
         --turns "$TURNS" >"$dir/upstream.log" 2>&1 &
     pids+=("$!")
     local window=()
-    if [ "$mode" = window ]; then window=(--window "$LIMIT"); fi
+    if [ "$mode" != no-window ]; then window=(--window "$LIMIT"); fi
     printf '[requests]\ngauge = "%s"\n' "$gauge" >"$dir/cascade.toml"
+    if [ "$mode" = window-recall ]; then echo 'recall = true' >>"$dir/cascade.toml"; fi
     RUST_LOG=${RUST_LOG:-info} "$root/target/debug/cascade" proxy --listen "127.0.0.1:$proxy_port" \
         --upstream "http://127.0.0.1:$up_port" "${window[@]}" --db "$dir/cascade.db" \
         --config "$dir/cascade.toml" >"$dir/proxy.log" 2>&1 &
@@ -141,7 +144,7 @@ turns = int(os.environ["TURNS"])
 problems = []
 if not s.get("finished"):
     problems.append(f"did not finish its script ({s.get('turns', 0)} of {turns + 1} turns)")
-limit = 0 if os.environ["MODE"] == "window" else 1
+limit = 1 if os.environ["MODE"] == "no-window" else 0
 if s.get("overflows", 0) > limit:
     problems.append(f"{s['overflows']} overflow errors reached the upstream (at most {limit})")
 if s.get("unpaired", 0):
@@ -172,7 +175,7 @@ EOF
 }
 
 for client in ${CASCADE_AGENT_CLIENTS:-claude codex}; do
-    for mode in ${CASCADE_AGENT_MODES:-window no-window}; do
+    for mode in ${CASCADE_AGENT_MODES:-window no-window window-recall}; do
         for gauge in ${CASCADE_AGENT_GAUGES:-upstream}; do
             run "$client" "$mode" "$gauge"
         done

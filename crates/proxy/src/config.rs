@@ -225,8 +225,8 @@ context_cascade::settings_group! {
         pub gauge: Gauge = Gauge::default(),
         /// Keep what the cascade removes (sealed with a key from the client's credential)
         /// and give the model a `context_recall` tool to get it back by handle or search.
-        /// Non-streaming requests only so far: a streamed request gets neither the tool nor
-        /// the handles' content back (docs/proxy.md, "Recall").
+        /// Streamed requests too (the recall rounds spliced into one stream). Off by default
+        /// until the real agents have run with the streamed tool: docs/proxy.md, "The default".
         pub recall: bool = false,
     }
 }
