@@ -5,9 +5,9 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use context_cascade::Report;
 use context_cascade::format::{self, WriteOptions};
 use context_cascade::summarizer::Summarizer;
+use context_cascade::{Calibration, Report};
 
 use crate::commands::{CascadeArgs, SummarizerArgs};
 use crate::error::CliError;
@@ -29,6 +29,8 @@ pub struct CompactOptions {
     pub pretty: bool,
     /// Who writes the summaries of strategy ④ (the offline summarizer when `None`).
     pub summarizer: Option<Arc<dyn Summarizer>>,
+    /// The token scales learnt so far (a long-lived caller's), restored before compacting.
+    pub calibration: Option<Calibration>,
 }
 
 /// A compacted request and what the engine did to it.
@@ -38,6 +40,8 @@ pub struct Compacted {
     pub body: Vec<u8>,
     /// The report `cascade compact --report` writes.
     pub report: Report,
+    /// The token scales after the call, for the caller's next one.
+    pub calibration: Calibration,
 }
 
 /// Why a body could not be compacted.
@@ -96,6 +100,9 @@ pub fn compact(body: &[u8], options: &CompactOptions) -> Result<Compacted, Embed
     if let Some(summarizer) = &options.summarizer {
         loaded.manager = loaded.manager.with_summarizer(Arc::clone(summarizer));
     }
+    if let Some(calibration) = &options.calibration {
+        loaded.manager.restore_calibration(calibration.clone());
+    }
     let mut conversation = loaded.conversation;
     let report = pollster::block_on(
         loaded
@@ -110,7 +117,11 @@ pub fn compact(body: &[u8], options: &CompactOptions) -> Result<Compacted, Embed
         path: "$".to_owned(),
         problem: format!("cannot write the compacted request: {e}"),
     })?;
-    Ok(Compacted { body, report })
+    Ok(Compacted {
+        body,
+        report,
+        calibration: loaded.manager.calibration(),
+    })
 }
 
 /// The engine's token estimate of `body` (what `cascade inspect` totals), for `model` or
@@ -128,4 +139,29 @@ pub fn estimate(body: &[u8], model: Option<&str>) -> Result<u64, EmbedError> {
     let loaded = args.load_input(input)?;
     let model = model.or(loaded.conversation.model()).unwrap_or("");
     Ok(loaded.manager.estimator(model).tokens(&loaded.conversation))
+}
+
+/// Folds in the prompt tokens the provider counted for `body` (the `usage` of its answer)
+/// into `options.calibration`; returns the calibration to use from then on.
+pub fn observe(
+    body: &[u8],
+    options: &CompactOptions,
+    real_prompt_tokens: u64,
+) -> Result<Calibration, EmbedError> {
+    let input = Input {
+        name: "<body>".to_owned(),
+        bytes: body.to_vec(),
+    };
+    let loaded = cascade_args(options).load_input(input)?;
+    if let Some(calibration) = &options.calibration {
+        loaded.manager.restore_calibration(calibration.clone());
+    }
+    let model = options
+        .model
+        .as_deref()
+        .or(loaded.conversation.model())
+        .unwrap_or("");
+    let prior = loaded.manager.prior(&loaded.conversation);
+    loaded.manager.observe(model, prior, real_prompt_tokens);
+    Ok(loaded.manager.calibration())
 }
