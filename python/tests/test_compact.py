@@ -10,7 +10,7 @@ import pytest
 import context_cascade as cc
 from conftest import FIXTURES, request_fixtures
 
-WINDOWS = [None, 32_000, 8_000]
+WINDOWS = [None, 32_000, 8_000, 4_000]
 
 
 def run_cli(cli: str, path, window):

@@ -158,4 +158,6 @@ def test_langchain_middleware_keeps_the_agent_inside_the_window():
     final = agent.invoke({"messages": [HumanMessage(content="Fix the bug.")]}, {"recursion_limit": 200})
     assert final["messages"][-1].content == "All done."
     check_loop(model, results)
-    assert len(final["messages"]) < 2 * len(results) + 2
+    # before_model rewrote the state: its tool results are shorter than what the tool said.
+    kept = sum(len(m.content) for m in final["messages"] if isinstance(m, ToolMessage))
+    assert kept < sum(len(r) for r in results)
