@@ -43,6 +43,8 @@ python3 -m venv "$venv"
 
 echo "ci-python: cascade --help from the wheel"
 "$venv/bin/cascade" --help | grep -q "Compact a request"
+# What `uvx context-cascade` / `pipx run context-cascade` run: the command named after the package.
+"$venv/bin/context-cascade" --version | grep -q "^cascade "
 echo "ci-python: cascade compact on the README example"
 example='{"model":"gpt-4o","messages":[{"role":"user","content":"hello"}]}'
 out="$(printf '%s' "$example" | "$venv/bin/cascade" compact 2>/dev/null)"
