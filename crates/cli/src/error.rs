@@ -1,7 +1,5 @@
 //! The CLI's failures and the exit codes they map to.
 
-use std::process::ExitCode;
-
 /// The exit codes, as `cascade --help` shows them.
 pub(crate) const EXIT_CODES: &str = "Exit codes:
   0  success
@@ -74,13 +72,11 @@ impl CliError {
     /// The exit code (see [`EXIT_CODES`]): 1 when the conversation cannot fit, 2 for bad
     /// input, usage and write failures (as clap does for bad usage), 3 when the proxy could
     /// not run.
-    pub(crate) fn exit_code(&self) -> ExitCode {
+    pub(crate) fn exit_code(&self) -> u8 {
         match self {
-            CliError::CannotFit { .. } => ExitCode::from(1),
-            CliError::BadInput { .. } | CliError::Write { .. } | CliError::Usage(_) => {
-                ExitCode::from(2)
-            }
-            CliError::Proxy(_) | CliError::Runtime(_) => ExitCode::from(3),
+            CliError::CannotFit { .. } => 1,
+            CliError::BadInput { .. } | CliError::Write { .. } | CliError::Usage(_) => 2,
+            CliError::Proxy(_) | CliError::Runtime(_) => 3,
         }
     }
 }

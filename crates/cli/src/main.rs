@@ -1,103 +1,13 @@
-//! `cascade`: keep long LLM agent conversations inside the model's context window.
-//!
-//! Exit codes (also in `cascade --help`, from [`error::EXIT_CODES`]): 0 success; 1 the
-//! conversation cannot fit the window (`compact`); 2 bad input or usage, reported as one line
-//! on stderr (`cascade: <file>: <JSON path>: <what was expected>`); 3 the proxy could not
-//! start or stopped on an error.
+//! `cascade`: the binary is [`cascade_cli::run`] on the process's arguments (the library
+//! holds the commands so that the Python wheel's `cascade` runs the very same code).
 
-// Unit tests may unwrap: a failure there is a test failure.
-#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
-
-mod allocator;
-mod breakdown;
-mod chart;
-mod commands;
-mod error;
-mod input;
-mod plot;
-mod table;
-mod timeline;
-mod window;
-
-use std::io::IsTerminal;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
-
-use crate::commands::{classify, compact, config, inspect, models, proxy, replay};
-use crate::error::CliError;
-
-/// Keep long LLM agent conversations inside the model's context window.
-#[derive(Debug, Parser)]
-#[command(name = "cascade", version, about, propagate_version = true, after_help = error::EXIT_CODES)]
-struct Cli {
-    #[command(subcommand)]
-    command: Command,
-}
-
-#[derive(Debug, Subcommand)]
-enum Command {
-    /// Show where the tokens of a request go: by role, by tool, the largest messages.
-    Inspect(inspect::InspectArgs),
-    /// List the model catalog (context windows, token scales).
-    Models(models::ModelsArgs),
-    /// Compact a request to fit the window; writes it in the same format.
-    Compact(compact::CompactArgs),
-    /// Replay a transcript as an agent loop: context size and strategies, call by call.
-    Replay(replay::ReplayArgs),
-    /// Tell whether a provider's error body is a context-window overflow (one JSON line).
-    Classify(classify::ClassifyArgs),
-    /// Run the transparent proxy: any agent, OpenAI- or Anthropic-compatible, streaming.
-    Proxy(proxy::ProxyArgs),
-    /// Print the proxy's effective settings and where each came from (default, file, flag).
-    Config(config::ConfigArgs),
-}
+// The allocator is the binary's choice, never the library's: the Python module links the
+// library and keeps Python's allocator.
+mod allocator;
 
 fn main() -> ExitCode {
     allocator::tune();
-    init_tracing();
-    let cli = Cli::parse();
-    let result = match &cli.command {
-        Command::Inspect(args) => inspect::run(args),
-        Command::Models(args) => models::run(args),
-        Command::Classify(args) => classify::run(args),
-        Command::Compact(args) => compact::run(args),
-        Command::Replay(args) => replay::run(args),
-        Command::Proxy(args) => proxy::run(args),
-        Command::Config(args) => config::run(args),
-    };
-    finish(result)
-}
-
-/// Maps a command's outcome to the exit code, printing a failure as one line.
-fn finish(result: Result<(), CliError>) -> ExitCode {
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
-            eprintln!("cascade: {}", one_line(&error.to_string()));
-            error.exit_code()
-        }
-    }
-}
-
-/// Error texts quoted from elsewhere (serde, the OS) could hold a newline: keep one line.
-fn one_line(text: &str) -> String {
-    text.split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
-/// Logs to stderr: warnings by default, `RUST_LOG` when set; no timestamps (a CLI's
-/// messages are read by people, next to their own output).
-fn init_tracing() {
-    use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_target(false)
-        .without_time()
-        // A log line that cannot be written (stderr closed, a pipe whose reader left) is
-        // lost; reporting that on stderr again would panic the request that logged it.
-        .log_internal_errors(false)
-        .init();
+    ExitCode::from(cascade_cli::run(std::env::args_os()))
 }

@@ -71,8 +71,13 @@ pub(crate) struct Loaded {
 impl CascadeArgs {
     /// Reads `file` (stdin when `None`), resolves the window and builds the engine.
     pub(crate) fn load(&self, file: Option<&Path>) -> Result<Loaded, CliError> {
-        let (name, conversation) =
-            crate::input::read_conversation(file, self.format.map(Into::into))?;
+        self.load_input(crate::input::read(file)?)
+    }
+
+    /// As [`CascadeArgs::load`], for input already read (a body in memory).
+    pub(crate) fn load_input(&self, input: crate::input::Input) -> Result<Loaded, CliError> {
+        let conversation = crate::input::parse(&input, self.format.map(Into::into))?;
+        let name = input.name;
         let resolved = self.window.resolve(&conversation)?;
         let manager = self
             .summarizer

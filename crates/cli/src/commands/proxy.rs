@@ -79,11 +79,13 @@ pub(crate) fn run(args: &ProxyArgs) -> Result<(), CliError> {
         let listener = tokio::net::TcpListener::bind(listen)
             .await
             .map_err(|e| CliError::bad_input("--listen", listen.to_string(), e.to_string()))?;
+        // Ctrl-C or SIGTERM: the requests in flight finish and pending state writes land.
+        // Installed before "listening" is printed: whoever waits for that line (a script,
+        // the Python wheel's `cascade`) may signal at once and must find the handler there.
+        let stop = cascade_proxy::stop_signal()?;
         if let Ok(address) = listener.local_addr() {
             eprintln!("cascade proxy: listening on http://{address}, upstream {upstream}");
         }
-        // Ctrl-C or SIGTERM: the requests in flight finish and pending state writes land.
-        let stop = cascade_proxy::stop_signal()?;
         cascade_proxy::serve_state(state, listener, stop)
             .await
             .map_err(CliError::from)

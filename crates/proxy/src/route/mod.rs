@@ -77,9 +77,14 @@ pub async fn serve(
 pub fn stop_signal() -> Result<impl std::future::Future<Output = ()> + Send, ProxyError> {
     use tokio::signal::unix::{SignalKind, signal};
     let mut terminate = signal(SignalKind::terminate())?;
+    // Both handlers are installed here, not when the future is first polled (as
+    // `tokio::signal::ctrl_c()` would): a Ctrl-C right after "listening" must stop the
+    // proxy, also inside a Python process whose own SIGINT handler never runs while the
+    // proxy holds the thread.
+    let mut interrupt = signal(SignalKind::interrupt())?;
     Ok(async move {
         tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
+            _ = interrupt.recv() => {}
             _ = terminate.recv() => {}
         }
         tracing::info!("stopping: finishing the requests in flight, then the state writes");

@@ -1,0 +1,60 @@
+#!/usr/bin/env python3
+"""Python's `context_cascade.compact` against the CLI's in-process time, side by side.
+
+Baseline: `_native._bench_compact`, the Rust code `cascade compact` runs (parse, duplicate-key
+check, window resolution, cascade, writer, report to JSON), timed inside Rust with no
+process start and no file I/O. Then `compact` from Python with the body as bytes, str and
+dict (dict in, dict out: json.dumps/json.loads in C around the bytes path). Runs are
+interleaved so that load on the machine hits every variant alike. Prints medians and ratios.
+
+    python scripts/bench-python.py [--runs 15] [--window 32000] [FIXTURE]
+
+Needs the wheel installed in the running Python (scripts/ci-python.sh builds it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+
+import context_cascade as cc
+from context_cascade import _native
+
+LARGEST = Path(__file__).resolve().parent.parent / "fixtures/transcripts/claude-code__spotter__4d5611e5-main.json"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("fixture", nargs="?", type=Path, default=LARGEST)
+    parser.add_argument("--runs", type=int, default=15)
+    parser.add_argument("--window", type=int, default=32_000)
+    args = parser.parse_args()
+
+    data = args.fixture.read_bytes()
+    text = data.decode("utf-8")
+    forms = {"bytes": data, "str": text, "dict": json.loads(data)}
+    times: dict[str, list[float]] = {"rust in-process": [], **{k: [] for k in forms}}
+    # One untimed round: first-touch costs (catalog tables, allocator) out of the figures.
+    _native._bench_compact(data, 1, args.window)
+    for body in forms.values():
+        cc.compact(body, window=args.window)
+    for _ in range(args.runs):
+        times["rust in-process"] += _native._bench_compact(data, 1, args.window)
+        for name, body in forms.items():
+            start = time.perf_counter()
+            cc.compact(body, window=args.window)
+            times[name].append(time.perf_counter() - start)
+
+    base = statistics.median(times["rust in-process"])
+    print(f"{args.fixture.name}: {len(data) / 1e6:.2f} MB, window {args.window}, {args.runs} runs each")
+    print(f"{'variant':<18}{'median ms':>10}{'ratio':>8}")
+    for name, samples in times.items():
+        median = statistics.median(samples)
+        print(f"{name:<18}{median * 1e3:>10.1f}{median / base:>7.2f}x")
+
+
+if __name__ == "__main__":
+    main()
