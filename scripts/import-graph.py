@@ -18,7 +18,7 @@ import os
 import re
 import sys
 
-CRATES = ["crates/core/src", "crates/llm/src", "crates/proxy/src", "crates/cli/src"]
+CRATES = ["crates/core/src", "crates/llm/src", "crates/proxy/src", "crates/cli/src", "crates/python/src"]
 
 
 def modules(root):
