@@ -226,7 +226,7 @@ context_cascade::settings_group! {
         /// Keep what the cascade removes (sealed with a key from the client's credential)
         /// and give the model a `context_recall` tool to get it back by handle or search.
         /// Streamed requests too (the recall rounds spliced into one stream). Off by default
-        /// until the real agents have run with the streamed tool: docs/proxy.md, "The default".
+        /// until a real agent has run recall rounds: docs/proxy.md, "The default".
         pub recall: bool = false,
     }
 }
