@@ -8,8 +8,6 @@
 mod common;
 
 use axum::response::{IntoResponse, Response};
-use cascade_proxy::ProxyConfig;
-use cascade_proxy::config::IN_MEMORY_DB;
 use cascade_test_support::upstream::{self, Recorded};
 use serde_json::{Value, json};
 
@@ -76,27 +74,9 @@ fn model(_: usize, request: &Recorded) -> Response {
     }
 }
 
-async fn proxy(upstream: &str) -> String {
-    let mut config = ProxyConfig::new(upstream.to_owned());
-    config.state.path = IN_MEMORY_DB.into();
-    config.window.discover = false;
-    config.window.force = Some(8_000);
-    config.requests.recall = true;
-    common::start_proxy(config).await.0
-}
+use common::recall::proxy;
 
-async fn send(proxy: &str, key: &str, body: &Value) -> Value {
-    let response = reqwest::Client::new()
-        .post(format!("{proxy}/v1/chat/completions"))
-        .header("authorization", format!("Bearer {key}"))
-        .header("x-cascade-session", "one-conversation")
-        .json(body)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 200);
-    response.json().await.unwrap()
-}
+use common::recall::send_chat as send;
 
 #[tokio::test]
 async fn the_model_recalls_what_was_cut_and_the_client_sees_one_answer() {

@@ -7,8 +7,6 @@
 mod common;
 
 use axum::response::{IntoResponse, Response};
-use cascade_proxy::ProxyConfig;
-use cascade_proxy::config::IN_MEMORY_DB;
 use cascade_test_support::upstream::{self, Recorded};
 use serde_json::{Value, json};
 
@@ -21,14 +19,7 @@ fn log() -> String {
     format!("{lines}{SECRET_LINE}\n")
 }
 
-async fn proxy(upstream: &str) -> String {
-    let mut config = ProxyConfig::new(upstream.to_owned());
-    config.state.path = IN_MEMORY_DB.into();
-    config.window.discover = false;
-    config.window.force = Some(8_000);
-    config.requests.recall = true;
-    common::start_proxy(config).await.0
-}
+use common::recall::proxy;
 
 async fn send(url: String, body: &Value) -> Value {
     let response = reqwest::Client::new()

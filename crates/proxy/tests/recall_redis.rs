@@ -14,7 +14,6 @@ use std::path::Path;
 use std::time::Duration;
 
 use axum::response::{IntoResponse, Response};
-use cascade_proxy::ProxyConfig;
 use cascade_proxy::store::{RedisStore, Retention, StateStore};
 use cascade_test_support::upstream::{self, Recorded};
 use redis_server::RedisServer;
@@ -75,27 +74,13 @@ fn model(_: usize, request: &Recorded) -> Response {
 /// A replica on `upstream` keeping its state in `redis`; replicas share the tenancy
 /// secret beside `db` (as deployed), so a credential keys the same on both.
 async fn replica(upstream: &str, redis: &str, db: &Path) -> String {
-    let mut config = ProxyConfig::new(upstream.to_owned());
+    let mut config = common::recall::config(upstream);
     config.state.path = db.join("shared.db");
     config.state.url = Some(redis.to_owned());
-    config.window.discover = false;
-    config.window.force = Some(8_000);
-    config.requests.recall = true;
     common::start_proxy(config).await.0
 }
 
-async fn send(proxy: &str, key: &str, body: &Value) -> Value {
-    let response = reqwest::Client::new()
-        .post(format!("{proxy}/v1/chat/completions"))
-        .header("authorization", format!("Bearer {key}"))
-        .header("x-cascade-session", "one-conversation")
-        .json(body)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 200);
-    response.json().await.unwrap()
-}
+use common::recall::send_chat as send;
 
 /// Every key of database 0 and its DUMP (the serialized value, as a copy of Redis holds
 /// it), decoded lossily.

@@ -13,18 +13,9 @@ mod script;
 use cascade_test_support::upstream;
 use serde_json::{Value, json};
 
-use cascade_proxy::ProxyConfig;
-use cascade_proxy::config::IN_MEMORY_DB;
 use script::{Mode, SECRET_LINE, Wire, log, model};
 
-async fn proxy(upstream: &str) -> String {
-    let mut config = ProxyConfig::new(upstream.to_owned());
-    config.state.path = IN_MEMORY_DB.into();
-    config.window.discover = false;
-    config.window.force = Some(8_000);
-    config.requests.recall = true;
-    common::start_proxy(config).await.0
-}
+use common::recall::proxy;
 
 /// The events of an SSE body: (event name, data).
 fn events(body: &str) -> Vec<(Option<String>, String)> {

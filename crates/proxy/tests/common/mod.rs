@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, unreachable_pub)] // test code: a failure is a test failure
 #![allow(dead_code)]
 
+pub mod recall;
 pub mod scripted;
 pub mod sticky;
 
