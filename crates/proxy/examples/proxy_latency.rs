@@ -12,12 +12,14 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a development tool: a failure ends the run
 
+mod latency;
 #[path = "../tests/common/scripted.rs"]
 mod scripted;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use latency::{fast_path_taken, start_proxy};
 use serde_json::json;
 
 fn prose(n: usize, chars: usize) -> String {
@@ -174,36 +176,6 @@ fn breakdown(label: &str, bytes: &[u8]) {
     for (phase, t) in rows {
         println!("| {phase} | {t:.3} |");
     }
-}
-
-/// One proxy in this process, in front of `upstream`; returns its base URL.
-async fn start_proxy(upstream: &str, fast_path: bool, windows: &[(String, u64)]) -> String {
-    let mut config = cascade_proxy::ProxyConfig::new(upstream.to_owned());
-    config.window.models = windows.iter().cloned().collect();
-    config.state.path = cascade_proxy::config::IN_MEMORY_DB.into();
-    config.window.discover = false;
-    config.requests.fast_path = fast_path;
-    config.limits.max_request_bytes = 64 << 20;
-    let px = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", px.local_addr().unwrap());
-    tokio::spawn(async move {
-        if let Err(e) = cascade_proxy::serve(config, px).await {
-            eprintln!("proxy: {e}");
-        }
-    });
-    url
-}
-
-/// Requests the proxy at `proxy` sent on its fast path so far (`/metrics`).
-async fn fast_path_taken(client: &reqwest::Client, proxy: &str) -> u64 {
-    let text = match client.get(format!("{proxy}/metrics")).send().await {
-        Ok(response) => response.text().await.unwrap_or_default(),
-        Err(_) => String::new(),
-    };
-    (text.lines())
-        .find_map(|l| l.strip_prefix("cascade_fast_path_total "))
-        .and_then(|n| n.trim().parse().ok())
-        .unwrap_or(0)
 }
 
 /// The engine's estimate of a body before any calibration (what the proxy starts from).

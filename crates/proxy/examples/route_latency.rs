@@ -16,6 +16,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, unreachable_pub)] // a development tool: a failure ends the run
 
+mod latency;
 #[path = "../tests/common/scripted.rs"]
 mod scripted;
 #[path = "../../core/tests/common/to_anthropic.rs"]
@@ -25,6 +26,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use context_cascade::Role;
+use latency::{fast_path_taken, start_proxy};
 use serde_json::{Value, json};
 
 const FIXTURE: &str = "transcripts/claude-code__spotter__ae4a77f8-main.json";
@@ -139,39 +141,6 @@ fn percentile(sorted: &[Duration], p: f64) -> f64 {
     sorted.get(index).map_or(0.0, |d| d.as_secs_f64() * 1000.0)
 }
 
-async fn start_proxy(upstream: &str, fast_path: bool) -> String {
-    let mut config = cascade_proxy::ProxyConfig::new(upstream.to_owned());
-    // Windows the session never fills: every request needs no compaction.
-    config.window.models = [("gpt-4o", 1_000_000), ("claude-sonnet-4-5", 1_000_000)]
-        .into_iter()
-        .map(|(m, w)| (m.to_owned(), w))
-        .collect();
-    config.state.path = cascade_proxy::config::IN_MEMORY_DB.into();
-    config.window.discover = false;
-    config.requests.fast_path = fast_path;
-    config.limits.max_request_bytes = 64 << 20;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move {
-        if let Err(e) = cascade_proxy::serve(config, listener).await {
-            eprintln!("proxy: {e}");
-        }
-    });
-    url
-}
-
-/// Requests a proxy sent on its fast path so far (`/metrics`).
-async fn fast_path_taken(client: &reqwest::Client, proxy: &str) -> u64 {
-    let text = match client.get(format!("{proxy}/metrics")).send().await {
-        Ok(response) => response.text().await.unwrap_or_default(),
-        Err(_) => String::new(),
-    };
-    (text.lines())
-        .find_map(|l| l.strip_prefix("cascade_fast_path_total "))
-        .and_then(|n| n.trim().parse().ok())
-        .unwrap_or(0)
-}
-
 fn arg(args: &[String], name: &str, default: usize) -> usize {
     (args.iter().position(|a| a == name))
         .and_then(|i| args.get(i + 1))
@@ -216,11 +185,16 @@ async fn main() {
         "\n| run | scenario | route | direct p50 | fast path: added p50 / p99 | fast path off: added p50 / p99 | on the fast path |"
     );
     println!("|---|---|---|---|---|---|---|");
+    // Windows the session never fills: every request needs no compaction.
+    let windows: Vec<(String, u64)> = [("gpt-4o", 1_000_000), ("claude-sonnet-4-5", 1_000_000)]
+        .into_iter()
+        .map(|(m, w)| (m.to_owned(), w))
+        .collect();
     for run in 1..=runs {
         // Fresh proxies per run: every scenario starts with an unseen conversation.
-        let fast = start_proxy(&upstream, true).await;
+        let fast = start_proxy(&upstream, true, &windows).await;
         let slow = if off {
-            Some(start_proxy(&upstream, false).await)
+            Some(start_proxy(&upstream, false, &windows).await)
         } else {
             None
         };
