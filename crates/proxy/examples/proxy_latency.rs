@@ -122,8 +122,8 @@ fn breakdown(label: &str, bytes: &[u8]) {
         (
             "remember_requests + missing_facts",
             median_ms(runs, || {
-                std::hint::black_box(memory::remember_requests(&value, &policy));
-                std::hint::black_box(memory::missing_facts(&value, &[]));
+                std::hint::black_box(memory::remember_requests(&value, Format::OpenAi, &policy));
+                std::hint::black_box(memory::missing_facts(&value, Format::OpenAi, &[]));
             }),
         ),
         (

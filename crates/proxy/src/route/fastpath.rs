@@ -284,18 +284,7 @@ fn conversation_key(
 ) -> Option<String> {
     let mut body = serde_json::Map::new();
     if format == Format::Responses {
-        // The slow path's key reads a `messages` key, which a Responses body holds only
-        // when the client added one: the same key from the same bytes.
-        if let Some((_, messages)) = scan.rest.iter().find(|(k, _)| k == "messages") {
-            body.insert(
-                "messages".into(),
-                serde_json::from_str(messages.get()).ok()?,
-            );
-        }
-        let body = Value::Object(body);
-        return Some(crate::state::memory::conversation_key(
-            headers, &body, format,
-        ));
+        return responses_key(headers, scan);
     }
     let mut named = Vec::new();
     let mut first_user = None;
@@ -316,6 +305,35 @@ fn conversation_key(
     let body = Value::Object(body);
     Some(crate::state::memory::conversation_key(
         headers, &body, format,
+    ))
+}
+
+/// A Responses conversation's key from what the slow path reads of it: the
+/// `prompt_cache_key`, the `instructions`, and the items up to the first user item (read
+/// one by one until it comes).
+fn responses_key(headers: &HeaderMap, scan: &Scan<'_>) -> Option<String> {
+    let mut body = serde_json::Map::new();
+    for key in ["prompt_cache_key", "instructions"] {
+        if let Some((_, raw)) = scan.rest.iter().find(|(k, _)| k == key) {
+            body.insert(key.into(), serde_json::from_str(raw.get()).ok()?);
+        }
+    }
+    let mut leading = Vec::new();
+    if !body.contains_key("prompt_cache_key") {
+        for raw in &scan.messages {
+            let item: Value = serde_json::from_str(raw.get()).ok()?;
+            let user = context_cascade::format::message_facts::user_text(&item).is_some();
+            leading.push(item);
+            if user {
+                break;
+            }
+        }
+    }
+    body.insert("input".into(), Value::Array(leading));
+    Some(crate::state::memory::conversation_key(
+        headers,
+        &Value::Object(body),
+        Format::Responses,
     ))
 }
 

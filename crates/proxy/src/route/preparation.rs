@@ -131,7 +131,7 @@ impl Preparation<'_> {
         format: Format,
     ) -> Option<memory::Injection> {
         let mut stored = 0;
-        for text in memory::remember_requests(body, &self.manager.config().remember) {
+        for text in memory::remember_requests(body, format, &self.manager.config().remember) {
             match (self.store)
                 .add_fact(key, &memory::fact_hash(&text), &text)
                 .await
@@ -148,7 +148,7 @@ impl Preparation<'_> {
                 Vec::new()
             }
         };
-        let missing = memory::missing_facts(body, &facts);
+        let missing = memory::missing_facts(body, format, &facts);
         if !missing.is_empty()
             && let Err(e) = self.store.touch_facts(key).await
         {

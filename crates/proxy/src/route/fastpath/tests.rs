@@ -125,3 +125,49 @@ fn the_responses_digest_and_count_from_the_memo_are_the_slow_paths() {
         tokens
     );
 }
+
+/// A Responses conversation's key is the slow path's, from the leading items only, and two
+/// conversations of one client (no session header) get two keys: their sticky records and
+/// remembered facts do not meet.
+#[test]
+fn the_responses_key_is_the_slow_paths_and_names_one_conversation() {
+    let path = cascade_test_support::fixture("responses/codex-session.json");
+    let body: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    let key = |body: &Value| {
+        let bytes = serde_json::to_vec(body).unwrap();
+        let scan = Scan::read(Format::Responses, &bytes).unwrap();
+        let fast = responses_key(&HeaderMap::new(), &scan).unwrap();
+        let slow =
+            crate::state::memory::conversation_key(&HeaderMap::new(), body, Format::Responses);
+        assert_eq!(fast, slow);
+        fast
+    };
+    let mut without_cache_key = body.clone();
+    without_cache_key
+        .as_object_mut()
+        .unwrap()
+        .remove("prompt_cache_key");
+    let mut other_task = without_cache_key.clone();
+    let items = other_task["input"].as_array_mut().unwrap();
+    let first_user = (items.iter_mut())
+        .find(|m| context_cascade::format::message_facts::user_text(m).is_some())
+        .unwrap();
+    first_user["content"] = serde_json::json!([{"type": "input_text", "text": "another task"}]);
+    assert_ne!(key(&without_cache_key), key(&other_task));
+    // What follows the first user item does not name the conversation: the session grows.
+    let mut later = without_cache_key.clone();
+    later["input"]
+        .as_array_mut()
+        .unwrap()
+        .push(serde_json::json!(
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "go on"}]}));
+    assert_eq!(key(&without_cache_key), key(&later));
+    // The client's own cache key names it whatever the items say.
+    let mut a = other_task.clone();
+    a["prompt_cache_key"] = serde_json::json!("conversation-a");
+    let mut b = without_cache_key.clone();
+    b["prompt_cache_key"] = serde_json::json!("conversation-a");
+    assert_eq!(key(&a), key(&b));
+    b["prompt_cache_key"] = serde_json::json!("conversation-b");
+    assert_ne!(key(&a), key(&b));
+}
