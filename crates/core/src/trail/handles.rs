@@ -161,6 +161,10 @@ mod tests {
         let full = estimator.text_tokens(&trail.render(u64::MAX, &estimator));
         let bare = estimator.text_tokens(&plain.render(u64::MAX, &estimator));
         assert!(full > bare);
+        // What one entry's handle costs (docs/benchmarks.md §6 quotes it).
+        let suffix = estimator.text_tokens(" · recall 83927ea2a559/27");
+        println!("a handle on an entry: {suffix} tokens");
+        assert!((8..=16).contains(&suffix), "{suffix}");
         // Within the room the bare trail takes, the handles leave something out, counted.
         let tight = trail.render_within(bare, &estimator);
         assert!(estimator.text_tokens(&tight.text()) <= bare);
