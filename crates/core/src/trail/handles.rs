@@ -170,4 +170,27 @@ mod tests {
         assert!(estimator.text_tokens(&tight.text()) <= bare);
         assert!(tight.left_out_line().is_some(), "{}", tight.text());
     }
+
+    #[test]
+    fn a_whole_fixture_history_with_handles_parses_back() {
+        let estimator = Estimator::default();
+        for (name, conversation) in super::super::fixture_tests::fixtures() {
+            let all: Vec<&crate::conversation::Message> = conversation.messages.iter().collect();
+            let removal = Removal::of_messages(&all);
+            let config = TrailConfig::default();
+            let mut trail =
+                Trail::extract_kept(all.iter().copied(), [], &config, Some(removal.handle));
+            trail.point_into(&removal);
+            let text = trail.render(u64::MAX, &estimator);
+            let mut expected = trail.clone();
+            expected.runs.clear();
+            let mut parsed = Trail::parse(&text);
+            // Files sharing a directory and a part are written together: sorted alike.
+            for files in [&mut parsed.files, &mut expected.files] {
+                files.sort_by(|a, b| a.path.cmp(&b.path));
+            }
+            assert_eq!(parsed, expected, "{name}");
+            assert!(trail.files.iter().all(|f| f.handle.is_some()), "{name}");
+        }
+    }
 }
