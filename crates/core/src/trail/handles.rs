@@ -193,4 +193,17 @@ mod tests {
             assert!(trail.files.iter().all(|f| f.handle.is_some()), "{name}");
         }
     }
+
+    #[test]
+    fn a_summary_carries_the_handles_and_parses_back() {
+        let (trail, removal) = kept(true);
+        let rendered = trail.render_within(u64::MAX, &Estimator::default());
+        let body = format!("{}\n- goal", crate::summarizer::section_heading(0));
+        let summary = super::super::complete_summary(&body, &rendered);
+        assert!(summary.contains(&format!(" · recall {}/", removal.handle)));
+        let parsed = Trail::parse(&summary);
+        assert_eq!(parsed.files, Trail::parse(&rendered.text()).files);
+        assert_eq!(parsed.errors, trail.errors);
+        assert_eq!(parsed.request_handles, trail.request_handles);
+    }
 }
