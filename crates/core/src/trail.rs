@@ -9,6 +9,7 @@
 //! shows it), and the user's requests verbatim. It is rendered as lines that follow a notice
 //! (the marker stays the first line), within a budget, by priority, saying what it left out;
 //! and it is parsed back from an earlier notice, so repeated compactions merge their trails.
+//! With recall on, each entry names the handle (and part) that holds what it came from.
 //!
 //! Everything here is pure and deterministic: no clock, no randomness, and every list is
 //! ordered by position in the history or by a total order, never by hashing.
@@ -17,13 +18,15 @@
 //! `crate::extract`), `requests` (which user messages are the user's), `render` (budgeted
 //! text), `tree` (files as a tree under their directories) and `commands` (one line per
 //! program), `parse` (text → trail, and merging), `compose` (where the trail goes: after a
-//! notice, into a summary, after ①'s marker), `stale` (reads superseded later).
+//! notice, into a summary, after ①'s marker), `stale` (reads superseded later), `handles`
+//! (with recall on, the part of a removal each entry points to).
 
 mod commands;
 mod compose;
 #[cfg(test)]
 pub(crate) mod fixture_tests;
 mod gather;
+mod handles;
 mod parse;
 mod render;
 #[cfg(test)]
@@ -34,6 +37,7 @@ mod stale;
 mod tests;
 mod tree;
 
+use crate::recall::HandleRef;
 use crate::tool_names::FileOp;
 
 pub(crate) use compose::{complete_summary, notice_with_trail, render_for};
@@ -109,6 +113,8 @@ pub(crate) struct FileEntry {
     pub(crate) ops: Vec<FileOp>,
     /// How many calls named it.
     pub(crate) touches: u32,
+    /// With recall on: the removal that holds the latest call that named it.
+    pub(crate) handle: Option<HandleRef>,
 }
 
 /// The runs of one program by a shell tool (`mix test ×6 (4 failed, 2 passed, last
@@ -128,6 +134,8 @@ pub(crate) struct CommandEntry {
     /// The distinct commands run, first run first, each its first line shortened at a
     /// word boundary.
     pub(crate) commands: Vec<String>,
+    /// With recall on: the removal that holds its latest run.
+    pub(crate) handle: Option<HandleRef>,
 }
 
 /// An error identifier seen in a tool result.
@@ -140,6 +148,9 @@ pub(crate) struct ErrorEntry {
     pub(crate) source: Option<String>,
     /// A later step in the history shows it fixed.
     pub(crate) fixed: bool,
+    /// With recall on: the removal that holds the output it was read from (or ②'s
+    /// placeholder that lists it).
+    pub(crate) handle: Option<HandleRef>,
 }
 
 /// How many entries of each kind earlier renderings left out for space (carried forward so
@@ -177,6 +188,9 @@ pub(crate) struct Run {
 pub(crate) struct Trail {
     /// Every user request of the removed range, oldest first, verbatim (cut past the limit).
     pub(crate) requests: Vec<String>,
+    /// With recall on: the removal that holds each request, by its text (only requests
+    /// that have one; kept apart so that a trail without recall is the plain list).
+    pub(crate) request_handles: Vec<(String, HandleRef)>,
     /// Error identifiers, first seen first.
     pub(crate) errors: Vec<ErrorEntry>,
     /// Files, most recently touched first.
@@ -200,6 +214,21 @@ impl Trail {
 }
 
 impl Trail {
+    /// The handle of the request `text`, if recall kept it.
+    pub(crate) fn request_handle(&self, text: &str) -> Option<HandleRef> {
+        (self.request_handles.iter())
+            .find(|(t, _)| t == text)
+            .map(|(_, h)| *h)
+    }
+
+    /// Records `handle` for the request `text`, unless it has one already (the earliest
+    /// removal holding it stays: every later one holds only its trail line).
+    pub(crate) fn set_request_handle(&mut self, text: &str, handle: Option<HandleRef>) {
+        if let (Some(handle), None) = (handle, self.request_handle(text)) {
+            self.request_handles.push((text.to_owned(), handle));
+        }
+    }
+
     /// Whether there is nothing to say.
     pub(crate) fn is_empty(&self) -> bool {
         self.requests.is_empty()

@@ -21,12 +21,14 @@ mod markers {
     pub use context_cascade::{SUMMARY_PREFIX, is_cascade_notice};
 }
 
+use context_cascade::recall::{MemoryStore, Scope};
 use context_cascade::tool_names::{self, CallActivity};
 use context_cascade::{
     Block, Budget, CascadeConfig, ContextManager, Conversation, Message, Report, Role, format,
 };
 use keeps::{Kept, share};
 use serde_json::Value;
+use std::sync::Arc;
 
 fn parse(body: &Value) -> Conversation {
     format::parse(body.to_string().as_bytes(), None).unwrap()
@@ -46,13 +48,17 @@ enum Way {
     Planted,
     /// The whole cascade with the trail switched off: what the trail adds.
     NoTrail,
+    /// The whole cascade with recall on (issue 25): handles in the markers and on every
+    /// trail entry, which take room the trail had.
+    Recall,
 }
 
-const WAYS: [(Way, u64, &str); 4] = [
+const WAYS: [(Way, u64, &str); 5] = [
     (Way::Cascade, 10, "1/10"),
     (Way::Cascade, 20, "1/20"),
     (Way::Planted, 10, "1/10, 2 pins + remember"),
     (Way::NoTrail, 10, "1/10, trail off"),
+    (Way::Recall, 10, "1/10, recall on"),
 ];
 
 fn run(way: Way, original: &Conversation, budget: Budget) -> (Conversation, Report) {
@@ -60,7 +66,11 @@ fn run(way: Way, original: &Conversation, budget: Budget) -> (Conversation, Repo
     if way == Way::NoTrail {
         config.trail.enabled = false;
     }
-    let manager = ContextManager::new(config);
+    let mut manager = ContextManager::new(config);
+    if way == Way::Recall {
+        let scope = Scope::new("keeps", "fixture").unwrap();
+        manager = manager.with_recall(Arc::new(MemoryStore::default()), scope);
+    }
     let mut output = original.clone();
     let report = pollster::block_on(manager.compact_with_summary(&mut output, budget));
     (output, report)
@@ -74,6 +84,8 @@ struct Row {
     kept: Kept,
     effective: u64,
     trail_tokens: Option<u64>,
+    /// The latest step's trail: entries written and entries left out for space.
+    trail_entries: Option<(usize, usize)>,
 }
 
 /// A target the issue sets that a row misses, or `None`.
@@ -137,6 +149,7 @@ fn what_compaction_keeps_on_every_fixture() {
     ];
     let mut totals = [Kept::default(); WAYS.len()];
     let mut misses: Vec<String> = Vec::new();
+    let mut handles = Vec::new();
     for (name, fixture) in common::transcripts() {
         let original =
             parse(&serde_json::json!({"model": "gpt-4o", "messages": fixture["messages"]}));
@@ -166,7 +179,13 @@ fn what_compaction_keeps_on_every_fixture() {
                 kept,
                 effective: budget.effective(),
                 trail_tokens: report.trail().map(|t| t.tokens),
+                trail_entries: report
+                    .trail()
+                    .map(|t| (t.requests + t.errors + t.files + t.commands, t.left_out)),
             };
+            if divisor == 10 && matches!(way, Way::Cascade | Way::Recall) {
+                handles.push((short(&name), way, row.trail_tokens, row.trail_entries));
+            }
             misses.extend(
                 missed(&row)
                     .into_iter()
@@ -187,6 +206,7 @@ fn what_compaction_keeps_on_every_fixture() {
         ));
     }
     println!("{}", lines.join("\n"));
+    println!("\n{}", what_handles_cost(&handles).join("\n"));
     println!("\n{}", why_missing(&manager).join("\n"));
     println!("\n{}", cost_by_window().join("\n"));
     println!("\nTargets missed:\n{}", misses.join("\n"));
@@ -194,6 +214,56 @@ fn what_compaction_keeps_on_every_fixture() {
     assert!(totals[0].paths.0 > totals[3].paths.0);
     assert!(totals[0].errors.0 > totals[3].errors.0);
     assert!(misses.is_empty(), "targets missed:\n{}", misses.join("\n"));
+}
+
+/// One fixture's latest trail at 1/10: the way, its tokens, entries written and left out.
+type TrailAt = (String, Way, Option<u64>, Option<(usize, usize)>);
+
+/// What recall's handles cost the trail at 1/10 (issue 25): per fixture with a trail, its
+/// tokens and the share of its entries written (the rest counted as left out for space),
+/// recall off and on side by side.
+fn what_handles_cost(rows: &[TrailAt]) -> Vec<String> {
+    let mut lines = vec![
+        "| fixture | trail tokens, recall off | on | entries written, recall off | on |".to_owned(),
+        "|---|---|---|---|---|".to_owned(),
+    ];
+    let written = |e: Option<(usize, usize)>| match e {
+        Some((shown, left)) if shown + left > 0 => format!(
+            "{shown}/{} ({:.0}%)",
+            shown + left,
+            100.0 * shown as f64 / (shown + left) as f64
+        ),
+        _ => "-".to_owned(),
+    };
+    let mut sums = [(0usize, 0usize); 2];
+    for off in rows.iter().filter(|r| r.1 == Way::Cascade) {
+        let Some(on) = rows.iter().find(|r| r.1 == Way::Recall && r.0 == off.0) else {
+            continue;
+        };
+        if off.3.is_none() && on.3.is_none() {
+            continue;
+        }
+        for (sum, row) in sums.iter_mut().zip([off, on]) {
+            let (shown, left) = row.3.unwrap_or((0, 0));
+            *sum = (sum.0 + shown, sum.1 + shown + left);
+        }
+        let tokens = |t: Option<u64>| t.map_or("-".to_owned(), |t| t.to_string());
+        lines.push(format!(
+            "| {} | {} | {} | {} | {} |",
+            off.0,
+            tokens(off.2),
+            tokens(on.2),
+            written(off.3),
+            written(on.3)
+        ));
+    }
+    let total = |(shown, all): (usize, usize)| written(Some((shown, all - shown)));
+    lines.push(format!(
+        "| **all** | | | {} | {} |",
+        total(sums[0]),
+        total(sums[1])
+    ));
+    lines
 }
 
 /// `cc 258c7280-main` for `claude-code__spotter__258c7280-main`.

@@ -145,7 +145,7 @@ fn candidate(
         (stamp.target).max(cx.budget.share(cx.config.layer1.headroom_ratio))
     };
     let config = &cx.config.trail;
-    let trail = trail_of(conversation, &split, config);
+    let trail = trail_of(conversation, &split, cx);
     // At most half of what the removal frees (a step must still free room), but room for
     // at least the line counting what was left out: every removal leaves a trail, also
     // when what must stay leaves no room under E (the result is over E either way).

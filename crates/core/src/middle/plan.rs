@@ -33,7 +33,7 @@ impl Plan {
     /// the room (at most half: the summary needs the rest).
     fn with_trail(mut self, conversation: &Conversation, cx: &StepContext<'_>) -> Plan {
         let config = &cx.config.trail;
-        let trail = trail_of(conversation, &self.split, config);
+        let trail = trail_of(conversation, &self.split, cx);
         let room = (self.room / 2).min(self.replaced_tokens / 2);
         self.trail = render_for(&trail, config, cx.budget.effective(), room, &cx.estimator);
         let text = self.trail.text();

@@ -8,12 +8,27 @@ use crate::recall::{Removal, handle_line};
 use crate::repair::repair_tool_pairs;
 use crate::report::Step;
 use crate::step::{Changes, Measure, Stamp, StepContext};
-use crate::trail::{Trail, TrailConfig, TrailStats};
+use crate::trail::{Trail, TrailStats};
+
+/// The messages `split` takes out of `conversation` (the notices and summaries it folds
+/// included): what recall keeps under one handle.
+fn taken<'c>(conversation: &'c Conversation, split: &Split) -> Vec<&'c Message> {
+    (conversation.messages.iter().zip(&split.fates))
+        .filter(|(_, fate)| **fate != Fate::Keep)
+        .map(|(message, _)| message)
+        .collect()
+}
 
 /// The trail of what `split` takes out of `conversation`: the trails of the earlier
 /// notices and summaries it folds, merged with what the removed messages leave (the
-/// messages kept after them can show its errors fixed).
-pub(crate) fn trail_of(conversation: &Conversation, split: &Split, config: &TrailConfig) -> Trail {
+/// messages kept after them can show its errors fixed). With recall on, the entries read
+/// from the removed messages name the handle [`replace_middle`] keeps them under.
+pub(crate) fn trail_of(conversation: &Conversation, split: &Split, cx: &StepContext<'_>) -> Trail {
+    let config = &cx.config.trail;
+    let removal = cx
+        .recall
+        .then(|| Removal::of_messages(&taken(conversation, split)));
+    let handle = removal.as_ref().map(|r| r.handle);
     let mut trail = Trail::default();
     for (message, fate) in conversation.messages.iter().zip(&split.fates) {
         if matches!(fate, Fate::FoldNotice | Fate::PreviousSummary) {
@@ -24,7 +39,11 @@ pub(crate) fn trail_of(conversation: &Conversation, split: &Split, config: &Trai
     let later = (conversation.messages.iter().enumerate())
         .filter(|(i, _)| *i > split.insert_at && split.fates[*i] == Fate::Keep)
         .map(|(_, m)| m);
-    trail.merge(Trail::extract(removed, later, config))
+    let mut trail = trail.merge(Trail::extract_kept(removed, later, config, handle));
+    if let Some(removal) = &removal {
+        trail.point_into(removal);
+    }
+    trail
 }
 
 /// Puts `replacement` where the split takes messages out, repairs the tool pairs, and
@@ -40,11 +59,7 @@ pub(crate) fn replace_middle(
     let measure = Measure::before(cx, conversation);
     // Recall: what goes is kept under a handle, written on the line after the marker.
     let removal = cx.recall.then(|| {
-        let taken: Vec<&Message> = (conversation.messages.iter().zip(&split.fates))
-            .filter(|(_, fate)| **fate != Fate::Keep)
-            .map(|(message, _)| message)
-            .collect();
-        let removal = Removal::of_messages(&taken);
+        let removal = Removal::of_messages(&taken(conversation, split));
         put_handle_line(&mut replacement, &handle_line(removal.handle));
         removal
     });

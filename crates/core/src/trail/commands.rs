@@ -83,6 +83,7 @@ pub(crate) fn parse_line(item: &str) -> CommandEntry {
         passed: 0,
         last: None,
         commands,
+        handle: None,
     };
     let Some(outcome) = outcome else {
         return entry;
@@ -138,6 +139,7 @@ fn parse_older(item: &str) -> CommandEntry {
         passed: 0,
         last: outcome,
         commands: vec![command.to_owned()],
+        handle: None,
     }
 }
 
@@ -151,6 +153,8 @@ pub(crate) fn add(known: &mut CommandEntry, newer: CommandEntry) {
     if newer.runs > 0 {
         known.last = newer.last;
     }
+    // The newer runs' removal holds the latest run.
+    known.handle = newer.handle.or(known.handle);
     for command in newer.commands {
         if !known.commands.contains(&command) {
             known.commands.push(command);
@@ -170,6 +174,7 @@ mod tests {
             passed,
             last: last.map(str::to_owned),
             commands: vec!["mix test".into(), "mix test test/a_test.exs:12".into()],
+            handle: None,
         }
     }
 

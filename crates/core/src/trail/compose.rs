@@ -179,6 +179,7 @@ mod tests {
                     path: format!("/p/src/f{i}.rs"),
                     ops: vec![crate::tool_names::FileOp::Read],
                     touches: 1,
+                    handle: None,
                 })
                 .collect(),
             ..Trail::default()

@@ -17,6 +17,7 @@ use crate::conversation::{Block, Message, Role, ToolCall, ToolResult};
 use crate::extract::{self as errors, Outcome, Output, Verdict};
 use crate::extract::{call_files, command_program, short_command};
 use crate::markers;
+use crate::recall::{Handle, HandleRef};
 use crate::tool_names::{CallActivity, FileOp};
 
 /// What a call is, remembered until its result comes.
@@ -44,10 +45,14 @@ pub(crate) struct Extractor<'c> {
     embedded: Vec<Trail>,
     current_file: Option<String>,
     seq: u64,
+    /// With recall on: the handle the removed range is kept under, which every entry read
+    /// from it names (the part that holds it is found once the trail is whole,
+    /// `handles.rs`).
+    handle: Option<HandleRef>,
 }
 
 impl<'c> Extractor<'c> {
-    pub(crate) fn new(config: &'c TrailConfig) -> Self {
+    pub(crate) fn new(config: &'c TrailConfig, handle: Option<Handle>) -> Self {
         Extractor {
             config,
             trail: Trail::default(),
@@ -61,6 +66,7 @@ impl<'c> Extractor<'c> {
             embedded: Vec::new(),
             current_file: None,
             seq: 0,
+            handle: handle.map(|handle| HandleRef { handle, part: None }),
         }
     }
 
@@ -95,6 +101,7 @@ impl<'c> Extractor<'c> {
         let text = own.join("\n");
         if !text.trim().is_empty() {
             let quoted = requests::quote(&text, self.config.request_chars);
+            self.trail.set_request_handle(&quoted, self.handle);
             if !self.trail.requests.contains(&quoted) {
                 self.trail.requests.push(quoted);
             }
@@ -154,6 +161,7 @@ impl<'c> Extractor<'c> {
                     path: path.to_owned(),
                     ops: Vec::new(),
                     touches: 0,
+                    handle: None,
                 });
                 self.file_last.push(0);
                 self.trail.files.len() - 1
@@ -161,6 +169,7 @@ impl<'c> Extractor<'c> {
         };
         let entry = &mut self.trail.files[index];
         entry.touches += 1;
+        entry.handle = self.handle.or(entry.handle);
         if op != FileOp::Used {
             entry.ops.retain(|o| *o != op);
         }
@@ -184,6 +193,7 @@ impl<'c> Extractor<'c> {
                     passed: 0,
                     last: None,
                     commands: Vec::new(),
+                    handle: None,
                 });
                 self.trail.commands.len() - 1
             }
@@ -191,6 +201,7 @@ impl<'c> Extractor<'c> {
         let entry = &mut self.trail.commands[index];
         entry.runs += 1;
         entry.last = None;
+        entry.handle = self.handle.or(entry.handle);
         if !entry.commands.iter().any(|c| c == command) {
             entry.commands.push(command.to_owned());
         }
@@ -226,9 +237,12 @@ impl<'c> Extractor<'c> {
             if let (true, Some(listed)) = (removed, listed) {
                 let source = self.calls.get(&result.call_id).map(|i| i.source.clone());
                 let source = source.unwrap_or_default();
+                // The entry points into the range, at the placeholder: it lists the error
+                // by the name the entry gives and carries ②'s own handle, whose output can
+                // be long (a test run's is many parts, the failure in any of them).
                 let listed = listed.split("; ").filter(|id| !id.trim().is_empty());
                 for id in listed.filter(|id| !is_more_count(id)) {
-                    self.error(id, &source);
+                    self.error(id, &source, self.handle);
                 }
             }
             return;
@@ -255,7 +269,7 @@ impl<'c> Extractor<'c> {
                 self.command_outcome(program, verdict, stated);
             }
             for id in &ids {
-                self.error(id, &source);
+                self.error(id, &source, self.handle);
             }
         }
         if source.is_empty() {
@@ -269,10 +283,12 @@ impl<'c> Extractor<'c> {
         });
     }
 
-    fn error(&mut self, id: &str, source: &str) {
+    fn error(&mut self, id: &str, source: &str, handle: Option<HandleRef>) {
         let at = (self.runs.len(), errors::program(source));
         if let Some(&i) = self.error_index.get(id) {
             self.error_at[i] = at;
+            let entry = &mut self.trail.errors[i];
+            entry.handle = handle.or(entry.handle);
             return;
         }
         self.error_index
@@ -281,6 +297,7 @@ impl<'c> Extractor<'c> {
             text: id.to_owned(),
             source: (!source.is_empty()).then(|| source.to_owned()),
             fixed: false,
+            handle,
         });
         self.error_at.push(at);
     }
@@ -343,6 +360,7 @@ fn fold_relative(files: Vec<FileEntry>) -> Vec<FileEntry> {
         if let Some(relative) = slots[i].take() {
             if let Some(absolute) = slots[t].as_mut() {
                 absolute.touches += relative.touches;
+                absolute.handle = absolute.handle.or(relative.handle);
                 for op in relative.ops {
                     if !absolute.ops.contains(&op) {
                         absolute.ops.push(op);
@@ -383,12 +401,24 @@ fn is_flagged(fields: &Map<String, Value>) -> bool {
 impl Trail {
     /// The trail of `removed` (the messages a step takes out, in history order); `later`
     /// (the messages after them) can show the removed range's errors fixed.
+    #[cfg(test)]
     pub(crate) fn extract<'a>(
         removed: impl IntoIterator<Item = &'a Message>,
         later: impl IntoIterator<Item = &'a Message>,
         config: &TrailConfig,
     ) -> Trail {
-        let mut extractor = Extractor::new(config);
+        Trail::extract_kept(removed, later, config, None)
+    }
+
+    /// [`Trail::extract`] of a range that recall keeps under `handle` (`None`: recall is
+    /// off, and the trail names no handle).
+    pub(crate) fn extract_kept<'a>(
+        removed: impl IntoIterator<Item = &'a Message>,
+        later: impl IntoIterator<Item = &'a Message>,
+        config: &TrailConfig,
+        handle: Option<Handle>,
+    ) -> Trail {
+        let mut extractor = Extractor::new(config, handle);
         removed.into_iter().for_each(|m| extractor.message(m, true));
         later.into_iter().for_each(|m| extractor.message(m, false));
         extractor.finish()

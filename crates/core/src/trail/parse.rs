@@ -4,6 +4,7 @@
 use super::gather::shows_fixed;
 use super::render::{
     COMMANDS, ERRORS, FILES, FILES_UNDER, FIXED, FROM, LEFT_OUT, REQUESTS, ROOT, SAME_SOURCE,
+    split_handle,
 };
 use super::{ErrorEntry, LeftOut, Trail};
 use crate::extract as errors;
@@ -69,7 +70,11 @@ impl Trail {
 
     fn add(&mut self, kind: Kind, item: String, root: Option<&str>) {
         match kind {
-            Kind::Requests => self.requests.push(item),
+            Kind::Requests => {
+                let (text, handle) = split_handle(&item);
+                self.set_request_handle(text, handle);
+                self.requests.push(text.to_owned());
+            }
             Kind::Errors => {
                 let mut error = parse_error(&item);
                 let same = error.text.strip_suffix(SAME_SOURCE);
@@ -91,7 +96,12 @@ impl Trail {
                     self.files.push(file);
                 }
             }
-            Kind::Commands => self.commands.push(super::commands::parse_line(&item)),
+            Kind::Commands => {
+                let (line, handle) = split_handle(&item);
+                let mut command = super::commands::parse_line(line);
+                command.handle = handle;
+                self.commands.push(command);
+            }
         }
     }
 
@@ -100,6 +110,9 @@ impl Trail {
     /// operations and touches combined; outcomes updated (a command's latest outcome, an
     /// error fixed by either trail or by a run of the newer range); left-out counts added.
     pub(crate) fn merge(mut self, newer: Trail) -> Trail {
+        for (request, handle) in &newer.request_handles {
+            self.set_request_handle(request, Some(*handle));
+        }
         for request in newer.requests {
             if !self.requests.contains(&request) {
                 self.requests.push(request);
@@ -119,6 +132,7 @@ impl Trail {
                 Some(known) => {
                     known.fixed = error.fixed;
                     known.source = error.source.or(known.source.take());
+                    known.handle = error.handle.or(known.handle);
                 }
                 None => self.errors.push(error),
             }
@@ -129,6 +143,7 @@ impl Trail {
             match files.iter_mut().find(|f| f.path == old.path) {
                 Some(known) => {
                     known.touches += old.touches;
+                    known.handle = known.handle.or(old.handle);
                     for op in old.ops {
                         if !known.ops.contains(&op) {
                             known.ops.push(op);
@@ -184,8 +199,9 @@ fn parse_left_out(text: &str) -> LeftOut {
     out
 }
 
-/// `text (from `source`) — fixed later`
+/// `text (from `source`) — fixed later · recall 3f9a1c2b7d40`
 fn parse_error(item: &str) -> ErrorEntry {
+    let (item, handle) = split_handle(item);
     let (rest, fixed) = match item.strip_suffix(FIXED) {
         Some(rest) => (rest, true),
         None => (item, false),
@@ -198,5 +214,6 @@ fn parse_error(item: &str) -> ErrorEntry {
         text: text.to_owned(),
         source,
         fixed,
+        handle,
     }
 }

@@ -15,6 +15,7 @@ fn big_trail() -> Trail {
         path: "/p/src".into(),
         ops: vec![FileOp::Searched],
         touches: 1,
+        handle: None,
     });
     trail.requests.push("line one\nline two\n  indented".into());
     for i in 0..40 {
@@ -22,6 +23,7 @@ fn big_trail() -> Trail {
             path: format!("/p/src/file_{i}.rs"),
             ops: vec![FileOp::Read],
             touches: 1 + (i % 3),
+            handle: None,
         });
         trail.commands.push(CommandEntry {
             program: format!("cargo test{i}"),
@@ -30,6 +32,7 @@ fn big_trail() -> Trail {
             passed: 1,
             last: Some("passed: exit 0".into()),
             commands: vec![format!("cargo test case_{i}")],
+            handle: None,
         });
     }
     trail
@@ -331,6 +334,7 @@ fn an_error_names_its_source_once_per_run_and_reads_back() {
         text: text.into(),
         source: Some("mix test".into()),
         fixed,
+        handle: None,
     };
     let trail = Trail {
         errors: vec![

@@ -12,10 +12,17 @@
 //! for files that were changed (edited, created, deleted): that a file was only read is the
 //! first thing to go, its name never. A path that the grouping could not read back (with
 //! whitespace, braces or commas in it) is written alone in the older form `- path — ops`.
+//!
+//! With recall on, a line ends with the handle that holds its files' removed calls
+//! (`- $ROOT/lib/{a.ex edited, b.ex} · recall 3f9a1c2b7d40`): files of one directory kept
+//! under different handles go on different lines, so that each file has one handle and
+//! the handle is written once per line, not once per file.
 
 use std::collections::BTreeMap;
 
 use super::FileEntry;
+use super::render::{split_handle, with_handle};
+use crate::recall::{Handle, HandleRef};
 use crate::tool_names::FileOp;
 
 /// Files under a common directory are written relative to it: `$ROOT/lib/a.ex`, the
@@ -95,21 +102,27 @@ fn with_what(name: &str, what: &str) -> String {
     }
 }
 
+/// What files share a line by: their directory, and (recall on) the handle and part.
+type GroupKey = (String, Option<(Handle, Option<u32>)>);
+
 /// How the files are laid out: per file its group, per group the text around its members.
 pub(crate) struct Layout {
     /// Per file: (its group, its text inside the group).
     pub(crate) members: Vec<(usize, String)>,
     /// Per group: the directory prefix (`$ROOT/lib/`), or `None` for a file written alone.
     pub(crate) prefixes: Vec<Option<String>>,
+    /// Per group: the handle its line ends with (recall on).
+    pub(crate) handles: Vec<Option<HandleRef>>,
 }
 
 impl Layout {
     /// The layout of `files` (in display order) under `root`, at `detail`.
     pub(crate) fn of(files: &[FileEntry], root: Option<&str>, detail: Detail) -> Layout {
-        let mut index: BTreeMap<String, usize> = BTreeMap::new();
+        let mut index: BTreeMap<GroupKey, usize> = BTreeMap::new();
         let mut layout = Layout {
             members: Vec::with_capacity(files.len()),
             prefixes: Vec::new(),
+            handles: Vec::new(),
         };
         for f in files {
             let shown = display(&f.path, root);
@@ -128,12 +141,15 @@ impl Layout {
                 };
                 layout.members.push((layout.prefixes.len(), text));
                 layout.prefixes.push(None);
+                layout.handles.push(f.handle);
                 continue;
             }
             let slash = shown.rfind('/').unwrap_or(0);
             let (dir, name) = (&shown[..=slash], &shown[slash + 1..]);
-            let group = *index.entry(dir.to_owned()).or_insert_with(|| {
+            let key = (dir.to_owned(), f.handle.map(|h| (h.handle, h.part)));
+            let group = *index.entry(key).or_insert_with(|| {
                 layout.prefixes.push(Some(dir.to_owned()));
+                layout.handles.push(f.handle);
                 layout.prefixes.len() - 1
             });
             layout.members.push((group, with_what(name, &what)));
@@ -141,12 +157,14 @@ impl Layout {
         layout
     }
 
-    /// The text a group costs besides its members (`- dir/{}`; a file written alone: `- `).
+    /// The text a group costs besides its members (`- dir/{}`; a file written alone: `- `),
+    /// its handle included.
     pub(crate) fn overhead(&self, group: usize) -> String {
-        match &self.prefixes[group] {
+        let text = match &self.prefixes[group] {
             Some(prefix) => format!("- {prefix}{{}}"),
             None => "- ".to_owned(),
-        }
+        };
+        with_handle(text, self.handles[group])
     }
 
     /// The text a member costs (with the separator that follows it in a group).
@@ -172,11 +190,12 @@ impl Layout {
                 .filter(|((g, _), k)| g == group && **k)
                 .map(|((_, text), _)| text.as_str())
                 .collect();
-            lines.push(match (&self.prefixes[*group], members.as_slice()) {
+            let line = match (&self.prefixes[*group], members.as_slice()) {
                 (Some(prefix), [one]) => format!("- {prefix}{one}"),
                 (Some(prefix), many) => format!("- {prefix}{{{}}}", many.join(", ")),
                 (None, _) => format!("- {}", members.join("")),
-            });
+            };
+            lines.push(with_handle(line, self.handles[*group]));
         }
         lines
     }
@@ -184,12 +203,23 @@ impl Layout {
 
 /// The files one line of the list names (`$ROOT` left for the caller to resolve).
 pub(crate) fn parse_line(item: &str) -> Vec<FileEntry> {
+    let (item, handle) = split_handle(item);
+    let mut files = parse_files(item);
+    for file in &mut files {
+        file.handle = handle;
+    }
+    files
+}
+
+/// [`parse_line`] of a line without its handle.
+fn parse_files(item: &str) -> Vec<FileEntry> {
     if let Some((path, ops)) = item.rsplit_once(DASH) {
         let (ops, touches) = split_count(ops);
         return vec![FileEntry {
             path: path.to_owned(),
             ops: ops.split(", ").filter_map(FileOp::parse).collect(),
             touches,
+            handle: None,
         }];
     }
     match (item.find("/{"), item.strip_suffix('}')) {
@@ -211,6 +241,7 @@ fn parse_member(prefix: &str, member: &str) -> FileEntry {
         path: format!("{prefix}{name}"),
         ops: Vec::new(),
         touches: 1,
+        handle: None,
     };
     for word in words {
         if let Some(n) = word.strip_prefix('×').and_then(|n| n.parse().ok()) {
@@ -242,6 +273,7 @@ mod tests {
             path: path.into(),
             ops: ops.to_vec(),
             touches,
+            handle: None,
         }
     }
 
