@@ -78,3 +78,14 @@ def test_the_manager_keeps_its_calibration_across_calls():
     again = manager.compact(body).report
     assert again.token_scale > before.token_scale
     assert manager.calibration()["models"] == learnt
+
+
+def test_the_manager_shares_unchanged_messages_of_a_dict_body():
+    data = BIG.read_bytes()
+    body = json.loads(data)
+    manager = cc.ContextManager(window=WINDOW)
+    result = manager.compact(body)
+    assert result.body == json.loads(cc.compact(data, window=WINDOW).body)
+    given = {id(m) for m in body["messages"]}
+    shared = [m for m in result.body["messages"] if id(m) in given]
+    assert shared and len(shared) < len(result.body["messages"])
