@@ -290,45 +290,53 @@ fn write_str(out: &mut Vec<u8>, text: &[u8]) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     out.reserve(text.len() + 2);
     out.push(b'"');
+    // `text[start..]` is not written yet; the next byte to escape is searched from `at`.
     let mut start = 0;
-    for (n, chunk) in text.chunks(8).enumerate() {
-        if let Ok(word) = <[u8; 8]>::try_from(chunk)
-            && !needs_escape(u64::from_le_bytes(word))
-        {
-            continue;
-        }
-        for (offset, &byte) in chunk.iter().enumerate() {
-            let escape = ESCAPE[usize::from(byte)];
-            if escape == 0 {
-                continue;
-            }
-            let at = n * 8 + offset;
-            out.extend_from_slice(&text[start..at]);
-            if escape == b'u' {
+    let mut at = 0;
+    while at < text.len() {
+        let found = match text.get(at..at + 8).map(<[u8; 8]>::try_from) {
+            Some(Ok(word)) => match escapes(u64::from_le_bytes(word)) {
+                0 => {
+                    at += 8;
+                    continue;
+                }
+                // The lowest flagged byte is exact (see `escapes`).
+                mask => at + mask.trailing_zeros() as usize / 8,
+            },
+            _ => match text[at..].iter().position(|&b| ESCAPE[usize::from(b)] != 0) {
+                Some(offset) => at + offset,
+                None => break,
+            },
+        };
+        let byte = text[found];
+        out.extend_from_slice(&text[start..found]);
+        match ESCAPE[usize::from(byte)] {
+            b'u' => {
                 let digits = [HEX[usize::from(byte >> 4)], HEX[usize::from(byte & 0xf)]];
                 out.extend_from_slice(b"\\u00");
                 out.extend_from_slice(&digits);
-            } else {
-                out.extend_from_slice(&[b'\\', escape]);
             }
-            start = at + 1;
+            letter => out.extend_from_slice(&[b'\\', letter]),
         }
+        start = found + 1;
+        at = found + 1;
     }
     out.extend_from_slice(&text[start..]);
     out.push(b'"');
 }
 
-/// Whether any of eight bytes is a control character, `"` or `\\` (the bit tricks of
-/// "Bit Twiddling Hacks", exact for "is there one"): most text has none, and skipping eight
-/// bytes at a time keeps the walk well under json.dumps's time.
-fn needs_escape(word: u64) -> bool {
+/// The bytes of eight (little-endian) that are control characters, `"` or `\\`: the high bit
+/// of each such byte set ("Bit Twiddling Hacks"' `hasless`). A borrow can flag a byte above
+/// a flagged one by mistake, never one below, so the lowest flag is exact. Most text has
+/// no escape for dozens of bytes: skipping eight at a time keeps the walk fast.
+fn escapes(word: u64) -> u64 {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGH: u64 = 0x8080_8080_8080_8080;
     let below = |x: u64, n: u64| x.wrapping_sub(ONES * n) & !x & HIGH;
     let control = below(word, 0x20);
     let quote = below(word ^ (ONES * u64::from(b'"')), 1);
     let backslash = below(word ^ (ONES * u64::from(b'\\')), 1);
-    control | quote | backslash != 0
+    control | quote | backslash
 }
 
 #[cfg(test)]
@@ -345,6 +353,7 @@ mod tests {
             "quote \" backslash \\ slash / tab \t nl \n cr \r bs \u{8} ff \u{c}".to_owned(),
             "nul \u{0} unit sep \u{1f} del \u{7f} é ü 漢字 🦀 \u{2028}".to_owned(),
             "12345678\"2345678\\23456789".to_owned(),
+            "\n\n\"\"\\\\\u{1}\u{2}ab\ncd\"ef\\gh\u{1f}\t\r\n".to_owned(),
         ];
         // Each special byte at every position of an eight-byte word and across words.
         for special in ['"', '\\', '\n', '\u{1}', '\u{1f}', ' ', '~', '\u{80}'] {
