@@ -7,7 +7,8 @@ process start and no file I/O. Then `compact` from Python with the body as bytes
 dict (dict in, dict out: the dict walked in Rust, the answer rebuilt around the caller's
 unchanged messages), and "dict via json" -- the dict path before issue 28's second round,
 json.dumps/json.loads in C around the bytes path -- side by side. Runs are interleaved so
-that load on the machine hits every variant alike. Prints medians and ratios.
+that load on the machine hits every variant alike. Prints medians and ratios of wall time
+and of the process's CPU time (which load from other processes disturbs less).
 
     python scripts/bench-python.py [--runs 15] [--window 32000] [FIXTURE]
 
@@ -46,25 +47,33 @@ def main() -> None:
     forms = {"bytes": data, "str": text, "dict": json.loads(data)}
     variants = {name: (lambda body=body: cc.compact(body, window=args.window)) for name, body in forms.items()}
     variants["dict via json"] = lambda body=forms["dict"]: via_json(body, args.window)
-    times: dict[str, list[float]] = {"rust in-process": [], **{k: [] for k in variants}}
+    variants["rust in-process"] = lambda: _native._bench_compact(data, 1, args.window)
+    names = ["rust in-process", *forms, "dict via json"]
+    wall: dict[str, list[float]] = {name: [] for name in names}
+    cpu: dict[str, list[float]] = {name: [] for name in names}
     # One untimed round: first-touch costs (catalog tables, allocator) out of the figures.
-    _native._bench_compact(data, 1, args.window)
     for run in variants.values():
         run()
     for _ in range(args.runs):
-        times["rust in-process"] += _native._bench_compact(data, 1, args.window)
-        for name, run in variants.items():
-            start = time.perf_counter()
-            run()
-            times[name].append(time.perf_counter() - start)
+        for name in names:
+            rust = name == "rust in-process"
+            start, start_cpu = time.perf_counter(), time.process_time()
+            inside = variants[name]()
+            cpu[name].append(time.process_time() - start_cpu)
+            # The baseline's wall time is Rust's own clock around the work alone.
+            wall[name].append(inside[0] if rust else time.perf_counter() - start)
 
-    base = statistics.median(times["rust in-process"])
     print(f"{args.fixture.name}: {len(data) / 1e6:.2f} MB, window {args.window}, {args.runs} runs each")
-    print(f"{'variant':<18}{'median ms':>10}{'ratio':>8}")
-    for name, samples in times.items():
-        median = statistics.median(samples)
-        print(f"{name:<18}{median * 1e3:>10.1f}{median / base:>7.2f}x")
-
+    # CPU time (this process's) is what load on a shared machine disturbs least.
+    print(f"{'variant':<18}{'median ms':>10}{'ratio':>8}{'cpu ms':>9}{'cpu ratio':>10}")
+    base = statistics.median(wall["rust in-process"])
+    base_cpu = statistics.median(cpu["rust in-process"])
+    for name in names:
+        median, median_cpu = statistics.median(wall[name]), statistics.median(cpu[name])
+        print(
+            f"{name:<18}{median * 1e3:>10.1f}{median / base:>7.2f}x"
+            f"{median_cpu * 1e3:>9.1f}{median_cpu / base_cpu:>9.2f}x"
+        )
 
 if __name__ == "__main__":
     main()
