@@ -11,7 +11,7 @@ use pyo3::types::{PyDict, PyList};
 use serde::de::{Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
-use crate::errors::json_error;
+use crate::errors::{NativeError, json_error};
 use crate::walk::{Part, Walked};
 
 /// Where a value of the answer comes from.
@@ -62,7 +62,8 @@ pub(crate) fn rebuild<'py>(
         let items: Vec<&RawValue> = serde_json::from_slice(out).map_err(json_error)?;
         let sources = match_items(walked, &items, &mut batch);
         let decoded = batch.decode(py)?;
-        return Ok(PyList::new(py, sources.iter().map(|s| pick(s, &decoded)))?.into_any());
+        let values = sources.iter().map(|s| pick(s, &decoded));
+        return Ok(PyList::new(py, values.collect::<PyResult<Vec<_>>>()?)?.into_any());
     }
     let (fields, items) = top_level(out, walked.items_key.as_deref())?;
     let item_sources = match_items(walked, &items, &mut batch);
@@ -86,20 +87,32 @@ pub(crate) fn rebuild<'py>(
     let dict = PyDict::new(py);
     for ((name, _), source) in fields.iter().zip(&sources) {
         match source {
-            Some(source) => dict.set_item(name, pick(source, &decoded))?,
-            None => dict.set_item(
-                name,
-                PyList::new(py, item_sources.iter().map(|s| pick(s, &decoded)))?,
-            )?,
+            Some(source) => dict.set_item(name, pick(source, &decoded)?)?,
+            None => {
+                let values = item_sources.iter().map(|s| pick(s, &decoded));
+                dict.set_item(
+                    name,
+                    PyList::new(py, values.collect::<PyResult<Vec<_>>>()?)?,
+                )?;
+            }
         }
     }
     Ok(dict.into_any())
 }
 
-fn pick<'py>(source: &Source<'_, 'py>, decoded: &[Bound<'py, PyAny>]) -> Bound<'py, PyAny> {
+fn pick<'py>(
+    source: &Source<'_, 'py>,
+    decoded: &[Bound<'py, PyAny>],
+) -> PyResult<Bound<'py, PyAny>> {
     match source {
-        Source::Caller(value) => (*value).clone(),
-        Source::Decoded(n) => decoded[*n].clone(),
+        Source::Caller(value) => Ok((*value).clone()),
+        Source::Decoded(n) => decoded.get(*n).cloned().ok_or_else(|| {
+            NativeError::new_err((
+                "usage",
+                "$".to_owned(),
+                "the answer lost a value".to_owned(),
+            ))
+        }),
     }
 }
 
