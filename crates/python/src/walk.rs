@@ -44,9 +44,14 @@ pub(crate) struct Walked<'py> {
 
 /// Walks `body` (a dict or a list); `Err(Unsupported)` when `json.dumps` should do it.
 pub(crate) fn walk<'py>(body: &Bound<'py, PyAny>) -> Result<Walked<'py>, Unsupported> {
+    walk_with(body, body.py().version_info() >= (3, 10))
+}
+
+/// [`walk`], borrowing each string's UTF-8 or not (the tests run both on one Python).
+fn walk_with<'py>(body: &Bound<'py, PyAny>, borrow: bool) -> Result<Walked<'py>, Unsupported> {
     let mut writer = Writer {
         out: Vec::with_capacity(1 << 16),
-        borrow: body.py().version_info() >= (3, 10),
+        borrow,
     };
     let mut walked = Walked {
         json: Vec::new(),
@@ -341,7 +346,33 @@ fn escapes(word: u64) -> u64 {
 
 #[cfg(test)]
 mod tests {
-    use super::write_str;
+    use pyo3::prelude::*;
+
+    use super::{walk_with, write_str};
+
+    /// Python 3.9's path (a `bytes` copy of each string) and 3.10's (the borrowed UTF-8)
+    /// write the same JSON: serde_json's compact text of the same body.
+    #[test]
+    fn the_copied_and_the_borrowed_utf8_write_the_same_json() {
+        let text = r#"{"model":"m","messages":[{"role":"user","content":"é \"q\" \\ \n 漢 🦀 \u0001"},{"role":"assistant","content":null,"n":123456789012345678901234,"f":0.1,"e":1e-07,"ok":true,"tags":[]}],"input":"x"}"#;
+        Python::initialize();
+        Python::attach(|py| {
+            let loads = py.import("json").unwrap().getattr("loads").unwrap();
+            let body = loads.call1((text,)).unwrap();
+            let Ok(copied) = walk_with(&body, false) else {
+                panic!("the copying walk refused a plain body")
+            };
+            let Ok(borrowed) = walk_with(&body, true) else {
+                panic!("the borrowing walk refused a plain body")
+            };
+            assert_eq!(String::from_utf8_lossy(&copied.json), text);
+            assert_eq!(copied.json, borrowed.json);
+            assert_eq!(borrowed.items_key.as_deref(), Some("messages"));
+            assert_eq!(borrowed.items.len(), 2);
+            let second = &borrowed.json[borrowed.items[1].span.clone()];
+            assert!(second.starts_with(br#"{"role":"assistant""#) && second.ends_with(b"[]}"));
+        });
+    }
 
     /// Every string is written exactly as the engine's writer (serde_json) writes it: an
     /// unchanged message must come back as the same bytes to be recognized.
