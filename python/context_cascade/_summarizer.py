@@ -8,8 +8,11 @@ import inspect
 from typing import Any, Callable, Dict, Optional
 
 #: ``summarizer(request) -> str`` or ``async def summarizer(request) -> str``; `request` is
-#: ``{"kind": "summarize", "messages": [{"role", "content"}], "previous_summary", "max_tokens"}``
-#: or ``{"kind": "merge", "partials": [str, ...], "max_tokens"}``. The summary should use the
+#: ``{"kind": "summarize", "messages": [...], "previous_summary", "max_tokens"}`` or
+#: ``{"kind": "merge", "partials": [str, ...], "max_tokens"}``. Each message is
+#: ``{"role", "content": its text}`` plus, when it has some, ``"tool_calls": [{"id", "name",
+#: "arguments"}]`` (arguments as JSON text) and ``"tool_results": [{"tool_call_id", "name",
+#: "content"}]`` (the output's text), the same for every wire format. The summary should use the
 #: nine sections of docs (a merge joins partial summaries); an exception or a summary that is
 #: not smaller than what it replaces makes the cascade fall back to the next strategy.
 Summarizer = Callable[[Dict[str, Any]], Any]

@@ -14,6 +14,7 @@ become new LangChain messages. Importing this module needs ``langchain-core``.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
@@ -26,7 +27,7 @@ from langchain_core.messages import (
     ToolMessage,
 )
 
-from . import Result, compact
+from . import Result, Summarizer, compact
 
 #: The wire key that ties a message to the LangChain message it came from.
 INDEX_KEY = "x_langchain_index"
@@ -135,14 +136,17 @@ def compact_messages(
     window: Optional[int] = None,
     model: Optional[str] = None,
     reserve: Optional[int] = None,
+    summarizer: Optional[Summarizer] = None,
 ) -> tuple[List[BaseMessage], Result]:
-    """Compacts a LangChain message list; returns the new list and the `Result`."""
+    """Compacts a LangChain message list; returns the new list and the `Result`.
+
+    `summarizer` as for `context_cascade.compact` (sync or async)."""
     sent = to_openai(messages)
     tagged = [dict(m, **{INDEX_KEY: i}) for i, m in enumerate(sent)]
     body: Dict[str, Any] = {"messages": tagged}
     if model:
         body["model"] = model
-    result = compact(body, window=window, model=model, reserve=reserve)
+    result = compact(body, window=window, model=model, reserve=reserve, summarizer=summarizer)
     out = [_back(dict(w), messages, sent) for w in result.body["messages"]]
     return out, result
 
@@ -154,17 +158,21 @@ def pre_model_hook(
     reserve: Optional[int] = None,
     rewrite_history: bool = False,
     on_report: Optional[Callable[[Result], None]] = None,
+    summarizer: Optional[Summarizer] = None,
 ) -> Callable[[Dict[str, Any]], Dict[str, Any]]:
     """A ``pre_model_hook`` for ``langgraph.prebuilt.create_react_agent``.
 
     By default it returns ``llm_input_messages``: the model sees the compacted list and the
     graph state keeps the full history. With ``rewrite_history=True`` it replaces the
-    state's messages with the compacted ones. `on_report` gets each call's `Result`.
+    state's messages with the compacted ones. `on_report` gets each call's `Result`;
+    `summarizer` writes the summaries (as for `context_cascade.compact`).
     """
 
     def hook(state: Dict[str, Any]) -> Dict[str, Any]:
         messages = state["messages"] if isinstance(state, dict) else state.messages
-        compacted, result = compact_messages(messages, window=window, model=model, reserve=reserve)
+        compacted, result = compact_messages(
+            messages, window=window, model=model, reserve=reserve, summarizer=summarizer
+        )
         if on_report is not None:
             on_report(result)
         if rewrite_history:
@@ -193,7 +201,11 @@ class CascadeMiddleware(_middleware_base()):  # type: ignore[misc]
 
     ``create_agent(model, tools, middleware=[CascadeMiddleware(window=32_000)])``. The
     compacted list replaces the state's messages (``before_model`` can only change the
-    state), so the history stays inside the window for the rest of the run.
+    state), so the history stays inside the window for the rest of the run. Async agents
+    (``ainvoke``, ``astream``) call ``abefore_model``, which compacts on a worker thread:
+    the engine releases the GIL, so the event loop goes on meanwhile. `summarizer` writes
+    the summaries (as for `context_cascade.compact`; an async one is awaited on its own
+    loop in that thread).
     """
 
     def __init__(
@@ -203,21 +215,32 @@ class CascadeMiddleware(_middleware_base()):  # type: ignore[misc]
         model: Optional[str] = None,
         reserve: Optional[int] = None,
         on_report: Optional[Callable[[Result], None]] = None,
+        summarizer: Optional[Summarizer] = None,
     ) -> None:
         super().__init__()
         self.window = window
         self.model = model
         self.reserve = reserve
         self.on_report = on_report
+        self.summarizer = summarizer
 
     def before_model(self, state: Any, runtime: Any = None) -> Optional[Dict[str, Any]]:
         """Compacts ``state["messages"]``; returns nothing when no message changed."""
         messages = state["messages"]
         compacted, result = compact_messages(
-            messages, window=self.window, model=self.model, reserve=self.reserve
+            messages,
+            window=self.window,
+            model=self.model,
+            reserve=self.reserve,
+            summarizer=self.summarizer,
         )
         if self.on_report is not None:
             self.on_report(result)
         if not result.report.steps:
             return None
         return {"messages": _replace_all(compacted)}
+
+    async def abefore_model(self, state: Any, runtime: Any = None) -> Optional[Dict[str, Any]]:
+        """`before_model` for async agents, run on a worker thread (the GIL is released
+        while the engine works, so other tasks of the event loop go on)."""
+        return await asyncio.to_thread(self.before_model, state, runtime)

@@ -33,3 +33,20 @@ class ScriptedChatModel(BaseChatModel):
         self.seen.append(list(messages))
         answer = self.script[len(self.seen) - 1]
         return ChatResult(generations=[ChatGeneration(message=answer)])
+
+
+class AsyncScriptedChatModel(ScriptedChatModel):
+    """`ScriptedChatModel` with a native async path: `async_calls` counts the awaited calls
+    (an async agent must not fall back to the sync one on an executor)."""
+
+    async_calls: int = 0
+
+    async def _agenerate(
+        self,
+        messages: List[BaseMessage],
+        stop: Optional[List[str]] = None,
+        run_manager: Any = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        self.async_calls += 1
+        return self._generate(messages, stop=stop)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
@@ -16,7 +17,7 @@ from context_cascade.langchain import (
     to_openai,
 )
 from conftest import FIXTURES
-from scripted_model import ScriptedChatModel
+from scripted_model import AsyncScriptedChatModel, ScriptedChatModel
 
 WINDOW = 3_000
 
@@ -161,3 +162,32 @@ def test_langchain_middleware_keeps_the_agent_inside_the_window():
     # before_model rewrote the state: its tool results are shorter than what the tool said.
     kept = sum(len(m.content) for m in final["messages"] if isinstance(m, ToolMessage))
     assert kept < sum(len(r) for r in results)
+
+
+class CountingMiddleware(CascadeMiddleware):
+    """Counts the async hook's calls (the sync one is what it delegates to on a thread)."""
+
+    async_calls = 0
+
+    async def abefore_model(self, state, runtime=None):
+        type(self).async_calls += 1
+        return await super().abefore_model(state, runtime)
+
+
+def test_langchain_middleware_in_an_async_agent():
+    from langchain.agents import create_agent
+
+    results = fixture_results()
+    model = AsyncScriptedChatModel(script=script_for(results), seen=[])
+    reports = []
+    middleware = CountingMiddleware(window=WINDOW, on_report=reports.append)
+    agent = create_agent(model, [make_tool(results)], middleware=[middleware])
+    final = asyncio.run(
+        agent.ainvoke({"messages": [HumanMessage(content="Fix the bug.")]}, {"recursion_limit": 200})
+    )
+    assert final["messages"][-1].content == "All done."
+    check_loop(model, results)
+    # Every model call was awaited, each after the async hook compacted the state.
+    assert model.async_calls == len(model.seen) == len(results) + 1
+    assert CountingMiddleware.async_calls == len(model.seen)
+    assert len(reports) == len(model.seen) and any(r.report.steps for r in reports)

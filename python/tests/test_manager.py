@@ -78,3 +78,33 @@ def test_the_manager_keeps_its_calibration_across_calls():
     again = manager.compact(body).report
     assert again.token_scale > before.token_scale
     assert manager.calibration()["models"] == learnt
+
+
+def test_the_manager_shares_unchanged_messages_of_a_dict_body():
+    data = BIG.read_bytes()
+    body = json.loads(data)
+    manager = cc.ContextManager(window=WINDOW)
+    result = manager.compact(body)
+    assert result.body == json.loads(cc.compact(data, window=WINDOW).body)
+    given = {id(m) for m in body["messages"]}
+    shared = [m for m in result.body["messages"] if id(m) in given]
+    assert shared and len(shared) < len(result.body["messages"])
+
+
+def test_a_summarizer_sees_tool_calls_and_their_outputs():
+    requests = []
+
+    def record(request):
+        requests.append(request)
+        return summary_of(request)
+
+    cc.compact(BIG.read_bytes(), window=WINDOW, summarizer=record)
+    messages = [m for r in requests if r["kind"] == "summarize" for m in r["messages"]]
+    assert messages, "the cascade must reach strategy 4 for this test to mean anything"
+    calls = [c for m in messages for c in m.get("tool_calls", [])]
+    outputs = [t for m in messages for t in m.get("tool_results", [])]
+    assert calls and all(c["id"] and c["name"] and isinstance(c["arguments"], str) for c in calls)
+    assert outputs and all(t["tool_call_id"] for t in outputs)
+    assert any(t["content"] for t in outputs)
+    # Each output answers a call the summarizer was shown or that came before its slice.
+    assert {t["tool_call_id"] for t in outputs} & {c["id"] for c in calls}

@@ -1,8 +1,8 @@
 //! `context_cascade._native`: the Rust side of the Python package `context_cascade`.
 //!
-//! Bodies cross as bytes and the report as JSON text: the Python layer
-//! (`python/context_cascade/`) turns dicts into JSON with the C `json` module and the report
-//! into its dataclass. Every call that works (compacting, estimating, the CLI) releases the
+//! Bodies cross as bytes, or as the caller's dict walked here into JSON (`walk.rs`) with the
+//! answer rebuilt around the caller's unchanged objects (`rebuild.rs`); the report crosses as
+//! JSON text, which the Python layer turns into its dataclass. Every call that works (compacting, estimating, the CLI) releases the
 //! GIL, so other Python threads run meanwhile.
 
 use pyo3::prelude::*;
@@ -11,11 +11,15 @@ use pyo3::types::PyBytes;
 use cascade_cli::embed::{self, CompactOptions};
 use context_cascade::catalog::Catalog;
 
+mod errors;
 mod manager;
+mod rebuild;
 mod summarizer;
+mod walk;
 mod work;
 
-use work::{NativeError, compact_with, json_error, native_error};
+use errors::{NativeError, json_error, native_error};
+use work::{compact_object, compact_with};
 
 /// Compacts a request body (JSON bytes) as `cascade compact` does; returns
 /// `(compacted bytes, report JSON)`. `summarizer` is a sync callable (see `summarizer.rs`).
@@ -43,6 +47,33 @@ fn compact<'py>(
     };
     let (out, report, _) = compact_with(py, body, &options)?;
     Ok((out, report))
+}
+
+/// Compacts a dict or list body as [`compact`] does, walking it in Rust instead of through
+/// `json.dumps`: `(compacted body, report JSON)`, where the unchanged top-level fields and
+/// messages are the caller's objects; `None` when the body needs `json.dumps` (`walk.rs`).
+#[pyfunction]
+#[pyo3(signature = (body, window=None, model=None, reserve=None, config=None, summarizer=None))]
+#[allow(clippy::too_many_arguments)] // the keyword arguments of the Python function
+fn compact_dict<'py>(
+    py: Python<'py>,
+    body: &Bound<'py, PyAny>,
+    window: Option<u64>,
+    model: Option<String>,
+    reserve: Option<u64>,
+    config: Option<std::path::PathBuf>,
+    summarizer: Option<Py<PyAny>>,
+) -> PyResult<Option<(Bound<'py, PyAny>, String)>> {
+    let options = CompactOptions {
+        window,
+        model,
+        reserve,
+        config,
+        pretty: false,
+        summarizer: summarizer.map(|s| summarizer::shared(py, s)),
+        calibration: None,
+    };
+    Ok(compact_object(py, body, &options)?.map(|(value, report, _)| (value, report)))
 }
 
 /// The engine's token estimate of a request body (JSON bytes).
@@ -117,6 +148,7 @@ fn run(py: Python<'_>, argv: Vec<String>) -> u8 {
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("NativeError", m.py().get_type::<NativeError>())?;
     m.add_function(wrap_pyfunction!(compact, m)?)?;
+    m.add_function(wrap_pyfunction!(compact_dict, m)?)?;
     m.add_function(wrap_pyfunction!(estimate, m)?)?;
     m.add_function(wrap_pyfunction!(classify, m)?)?;
     m.add_function(wrap_pyfunction!(catalog, m)?)?;

@@ -11,8 +11,9 @@ use pyo3::types::PyBytes;
 use cascade_cli::embed::{self, CompactOptions};
 use context_cascade::Calibration;
 
+use crate::errors::{json_error, native_error};
 use crate::summarizer;
-use crate::work::{compact_with, json_error, native_error};
+use crate::work::{compact_object, compact_with};
 
 /// A cascade with fixed options whose calibration persists across calls.
 #[pyclass(frozen, module = "context_cascade._native")]
@@ -77,6 +78,19 @@ impl Manager {
         let (out, report, calibration) = compact_with(py, body, &self.options())?;
         self.keep(calibration);
         Ok((out, report))
+    }
+
+    /// Compacts a dict or list body (see `compact_dict`): `None` when it needs `json.dumps`.
+    fn compact_dict<'py>(
+        &self,
+        py: Python<'py>,
+        body: &Bound<'py, PyAny>,
+    ) -> PyResult<Option<(Bound<'py, PyAny>, String)>> {
+        let Some((value, report, calibration)) = compact_object(py, body, &self.options())? else {
+            return Ok(None);
+        };
+        self.keep(calibration);
+        Ok(Some((value, report)))
     }
 
     /// Folds in the prompt tokens the provider reported for `body`.

@@ -8,6 +8,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
 use context_cascade::BoxFuture;
+use context_cascade::Message;
 use context_cascade::summarizer::{Summarizer, SummaryError, SummaryRequest};
 
 /// Calls `callable(request: dict) -> str`.
@@ -57,8 +58,8 @@ fn failed(py: Python<'_>, error: &PyErr) -> SummaryError {
     ))
 }
 
-/// `{"kind": "summarize", "messages": [{"role", "content"}], "previous_summary", "max_tokens"}`
-/// or `{"kind": "merge", "partials": [...], "max_tokens"}`.
+/// `{"kind": "summarize", "messages": [...], "previous_summary", "max_tokens"}` (each message
+/// as [`message_dict`]) or `{"kind": "merge", "partials": [...], "max_tokens"}`.
 fn request_dict<'py>(py: Python<'py>, request: &SummaryRequest) -> PyResult<Bound<'py, PyDict>> {
     let dict = PyDict::new(py);
     match request {
@@ -70,10 +71,7 @@ fn request_dict<'py>(py: Python<'py>, request: &SummaryRequest) -> PyResult<Boun
             dict.set_item("kind", "summarize")?;
             let list = PyList::empty(py);
             for message in messages {
-                let item = PyDict::new(py);
-                item.set_item("role", message.role().as_str())?;
-                item.set_item("content", message.text_content())?;
-                list.append(item)?;
+                list.append(message_dict(py, message)?)?;
             }
             dict.set_item("messages", list)?;
             dict.set_item("previous_summary", previous_summary.as_deref())?;
@@ -89,6 +87,40 @@ fn request_dict<'py>(py: Python<'py>, request: &SummaryRequest) -> PyResult<Boun
         }
     }
     Ok(dict)
+}
+
+/// One message in a form that is the same whatever the request's wire format:
+/// `{"role", "content": its text, "tool_calls": [{"id", "name", "arguments"}],
+/// "tool_results": [{"tool_call_id", "name", "content"}]}`, the two lists only when it has
+/// some. A summary must say what the tools did: their calls and outputs are what a long
+/// agent session mostly consists of.
+fn message_dict<'py>(py: Python<'py>, message: &Message) -> PyResult<Bound<'py, PyDict>> {
+    let item = PyDict::new(py);
+    item.set_item("role", message.role().as_str())?;
+    item.set_item("content", message.text_content())?;
+    let calls = PyList::empty(py);
+    for call in message.tool_calls() {
+        let entry = PyDict::new(py);
+        entry.set_item("id", &call.id)?;
+        entry.set_item("name", &call.name)?;
+        entry.set_item("arguments", call.arguments_text().as_ref())?;
+        calls.append(entry)?;
+    }
+    if !calls.is_empty() {
+        item.set_item("tool_calls", calls)?;
+    }
+    let results = PyList::empty(py);
+    for result in message.tool_results() {
+        let entry = PyDict::new(py);
+        entry.set_item("tool_call_id", &result.call_id)?;
+        entry.set_item("name", result.tool_name.as_deref())?;
+        entry.set_item("content", result.joined_text())?;
+        results.append(entry)?;
+    }
+    if !results.is_empty() {
+        item.set_item("tool_results", results)?;
+    }
+    Ok(item)
 }
 
 impl Summarizer for PySummarizer {

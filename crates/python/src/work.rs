@@ -1,29 +1,15 @@
-//! What the Python-facing functions share: the error they raise and the GIL-free call of
-//! the CLI's compaction.
+//! What the Python-facing functions share: the GIL-free call of the CLI's compaction, on
+//! JSON bytes or on a dict walked in Rust.
 
-use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
-use cascade_cli::embed::{self, CompactOptions, EmbedError};
+use cascade_cli::embed::{self, CompactOptions};
 
-pyo3::create_exception!(
-    _native,
-    NativeError,
-    PyException,
-    "A failure of the Rust side: args are (kind, path, problem); the Python layer raises the typed error."
-);
+use crate::errors::{json_error, native_error};
 
-pub(crate) fn native_error(error: EmbedError) -> PyErr {
-    match error {
-        EmbedError::BadInput { path, problem } => NativeError::new_err(("parse", path, problem)),
-        EmbedError::Usage(problem) => NativeError::new_err(("usage", "$".to_owned(), problem)),
-    }
-}
-
-pub(crate) fn json_error(error: serde_json::Error) -> PyErr {
-    NativeError::new_err(("usage", "$".to_owned(), error.to_string()))
-}
+use crate::rebuild::rebuild;
+use crate::walk::walk;
 
 /// Runs [`embed::compact`] with the GIL released: `(bytes, report JSON, calibration)`.
 pub(crate) fn compact_with<'py>(
@@ -31,10 +17,34 @@ pub(crate) fn compact_with<'py>(
     body: &[u8],
     options: &CompactOptions,
 ) -> PyResult<(Bound<'py, PyBytes>, String, context_cascade::Calibration)> {
-    let (out, report, calibration) = py.detach(|| {
+    let (out, report, calibration) = detached(py, body, options)?;
+    Ok((PyBytes::new(py, &out), report, calibration))
+}
+
+/// A dict or list body: walked into JSON text in Rust, compacted with the GIL released, the
+/// answer rebuilt around the caller's unchanged objects. `None` when the body holds
+/// something only `json.dumps` converts (see `walk.rs`): the Python layer then does.
+pub(crate) fn compact_object<'py>(
+    py: Python<'py>,
+    body: &Bound<'py, PyAny>,
+    options: &CompactOptions,
+) -> PyResult<Option<(Bound<'py, PyAny>, String, context_cascade::Calibration)>> {
+    let Ok(walked) = walk(body) else {
+        return Ok(None);
+    };
+    let (out, report, calibration) = detached(py, &walked.json, options)?;
+    let value = rebuild(py, &walked, &out)?;
+    Ok(Some((value, report, calibration)))
+}
+
+fn detached(
+    py: Python<'_>,
+    body: &[u8],
+    options: &CompactOptions,
+) -> PyResult<(Vec<u8>, String, context_cascade::Calibration)> {
+    py.detach(|| {
         let compacted = embed::compact(body, options).map_err(native_error)?;
         let report = serde_json::to_string(&compacted.report).map_err(json_error)?;
-        Ok::<_, PyErr>((compacted.body, report, compacted.calibration))
-    })?;
-    Ok((PyBytes::new(py, &out), report, calibration))
+        Ok((compacted.body, report, compacted.calibration))
+    })
 }
