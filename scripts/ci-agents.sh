@@ -110,7 +110,7 @@ run() {
         base="http://127.0.0.1:$up_port"
     else
         printf '[requests]\ngauge = "%s"\n' "$gauge" >"$dir/cascade.toml"
-        # Recall is on by default: the modes without it say so.
+        # Each mode says whether recall is on, whatever the default.
         if [ "$mode" = window-recall ]; then
             echo 'recall = true' >>"$dir/cascade.toml"
         else
