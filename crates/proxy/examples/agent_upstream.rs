@@ -19,7 +19,8 @@
 //! requests, main turns answered, how many main requests extend the previous one, the
 //! prompt tokens a provider's prompt cache would serve (the longest common prefix of the
 //! main request's items with the previous one's) and the rest, and who compacted when: the
-//! client (a request without tools that asks for a summary) or the provider.
+//! client (a request without tools that asks for a summary, or Claude Code's summary prompt
+//! with its tools) or the provider.
 //! It counts a request's prompt as its body bytes divided by 3 (not the proxy's estimator).
 //!
 //! Recall: when a main request offers the proxy's recall tool and its history carries a
@@ -205,6 +206,20 @@ fn turn(script: &Script, protocol: Protocol, request: &Recorded) -> Response {
         }
         return reply(protocol, body, tokens, Reply::Text("ok".into()));
     }
+    // Claude Code's own compaction keeps its tools (the prompt cache is shared with its
+    // turns) and asks for a text-only summary in its last message: a summary, not a turn.
+    if compaction_prompt(body) {
+        stats.client_compactions.push(stats.turns);
+        eprintln!(
+            "agent_upstream: {label}: the client compacts at turn {}",
+            stats.turns
+        );
+        let summary = format!(
+            "<summary>Ran `seq` {} times as asked.</summary>",
+            stats.turns
+        );
+        return reply(protocol, body, tokens, Reply::Text(summary));
+    }
     let items = comparable(protocol, body);
     let cached = stats
         .previous
@@ -347,6 +362,17 @@ fn asks_for_summary(body: &Value) -> bool {
     .map(|m| m.to_string().to_lowercase())
     .unwrap_or_default();
     last.contains("summary") || last.contains("summarize") || last.contains("compact")
+}
+
+/// Whether a request that offers tools is the client's compaction: Claude Code's summary
+/// prompt (2.1.332) appended to its last message says to answer in text only and to write
+/// the summary inside `<summary>` tags.
+fn compaction_prompt(body: &Value) -> bool {
+    let last = (body["messages"].as_array())
+        .and_then(|m| m.last())
+        .map(Value::to_string)
+        .unwrap_or_default();
+    last.contains("Respond with TEXT ONLY") || last.contains("<summary></summary>")
 }
 
 /// The tokens (serialized bytes / 3) of the longest common prefix of two item lists: what a
