@@ -92,7 +92,7 @@ fail() {
 
 # run CLIENT MODE GAUGE: one agent session through a fresh proxy and upstream.
 run() {
-    local client="$1" mode="$2" gauge="$3" dir="$work/$1-$2-$3"
+    local client="$1" mode="$2" gauge="$3" dir="$work/$1-$2-$3-$CODEX_COMPACT-$CODEX_LIMIT"
     mkdir -p "$dir/home" "$dir/project" ${CASCADE_AGENT_DUMP:+"$CASCADE_AGENT_DUMP/$client-$mode"}
     local up_port proxy_port LIMIT
     if [ "$client" = claude ]; then LIMIT="$CLAUDE_LIMIT"; else LIMIT="$CODEX_LIMIT"; fi
@@ -235,6 +235,17 @@ for client in ${CASCADE_AGENT_CLIENTS:-claude codex}; do
         done
     done
 done
+# Codex's own compaction at 60% of a 30,000 window leaves the proxy nothing to remove, so
+# no recall round runs in its sessions above: one more session at Codex's own rule (90%)
+# over a 60,000 window, where the proxy removes content and the model recalls it, with the
+# gauge that lets Codex's compaction see the size it sent (with `upstream`, a recall
+# round's summed usage makes it compact a history longer than the window: docs/proxy.md,
+# "The default"). CASCADE_AGENT_CODEX_RECALL=0 leaves it out.
+if [[ " ${CASCADE_AGENT_CLIENTS:-claude codex} " == *" codex "* ]] &&
+    [[ " ${CASCADE_AGENT_MODES:-window no-window window-recall} " == *" window-recall "* ]] &&
+    [ "${CASCADE_AGENT_CODEX_RECALL:-1}" != 0 ]; then
+    CODEX_COMPACT=default CODEX_LIMIT=60000 run codex window-recall client
+fi
 
 echo "== summary (limits: Claude Code $CLAUDE_LIMIT, Codex $CODEX_LIMIT tokens; $TURNS tool turns)"
 printf '%s\n' "${summary[@]}"
