@@ -19,16 +19,28 @@
 //! requests, main turns answered, how many main requests extend the previous one, the
 //! prompt tokens a provider's prompt cache would serve (the longest common prefix of the
 //! main request's items with the previous one's) and the rest, and who compacted when: the
-//! client (a request without tools that asks for a summary) or the provider.
+//! client (a request without tools that asks for a summary, or Claude Code's summary prompt
+//! with its tools) or the provider.
 //! It counts a request's prompt as its body bytes divided by 3 (not the proxy's estimator).
+//!
+//! Recall: when a main request offers the proxy's recall tool and its history carries a
+//! marker's handle line, the model calls the tool by that handle instead of taking its
+//! turn (the first time a handle appears, then every [`RECALL_EVERY`] turns), as non-
+//! streaming or streaming as the request. The proxy's follow-up (the call and its result
+//! appended) is checked to hold recalled text, counted (`recall_rounds`, `recall_hits`)
+//! and answered with the session's normal next step; a result that is only a marker with
+//! its own handle line is followed by a call by that handle (`recall_followed`). Its prompt is billed, but it is not a
+//! main request of the client's: the client never sees it.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test tool: a failure ends the run
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::response::Response;
+use cascade_test_support::agent::{self, Protocol, Reply, next_answer, reply};
+use cascade_test_support::agent_recall;
 use cascade_test_support::compaction;
 use cascade_test_support::upstream::{self, Answer, Recorded};
 use cascade_test_support::{OverflowKind, overflow_body_sized};
@@ -42,6 +54,9 @@ const COMMAND: &str = "seq 1 20000";
 const CLAUDE_COMMAND: &str = "seq 1 5000";
 /// The final answer's text, which the script checks the agents print.
 const FINAL: &str = "CASCADE-AGENT-SCRIPT-DONE";
+/// Turns between two recall calls (after the first, made when a handle first appears): a
+/// few rounds per session, as a model that looks back now and then.
+const RECALL_EVERY: u64 = 6;
 
 #[derive(Default, serde::Serialize, Clone)]
 struct Stats {
@@ -62,8 +77,17 @@ struct Stats {
     /// itself (a summary request without tools).
     provider_compactions: Vec<u64>,
     client_compactions: Vec<u64>,
+    /// Recall calls made at a main request (the turn they came at), rounds completed (the
+    /// proxy's follow-up came back), of those the ones whose result held recalled text, and
+    /// the ones whose result was only a marker whose handle the model called next.
+    recall_calls: Vec<u64>,
+    recall_rounds: u64,
+    recall_hits: u64,
+    recall_followed: u64,
     #[serde(skip)]
     previous: Option<Vec<Value>>,
+    #[serde(skip)]
+    recalled: Vec<String>,
 }
 
 struct Script {
@@ -119,7 +143,7 @@ fn answer(script: &Script, request: Recorded) -> Response {
             stats.requests += 1;
             let turn = stats.turns;
             stats.provider_compactions.push(turn);
-            let n = ANSWERS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let n = next_answer();
             let tokens = request.bytes.len() as u64 / 3;
             eprintln!("agent_upstream: responses: /v1/responses/compact at turn {turn}");
             upstream::json(
@@ -134,26 +158,17 @@ fn answer(script: &Script, request: Recorded) -> Response {
     }
 }
 
-#[derive(Clone, Copy, PartialEq)]
-enum Protocol {
-    Anthropic,
-    Responses,
-}
-
 fn turn(script: &Script, protocol: Protocol, request: &Recorded) -> Response {
-    let label = match protocol {
-        Protocol::Anthropic => "anthropic",
-        Protocol::Responses => "responses",
-    };
+    let label = protocol.label();
     let body = &request.body;
     let tokens = prompt_tokens(protocol, request);
     let mut all = script.stats.lock().unwrap();
     let stats = all.entry(label).or_default();
     stats.requests += 1;
-    if let Some(problem) = unpaired(protocol, body) {
+    if let Some(problem) = agent::unpaired(protocol, body) {
         stats.unpaired += 1;
         eprintln!("agent_upstream: {label}: refused an unpaired request: {problem}");
-        return invalid(protocol, &problem);
+        return agent::invalid(protocol, &problem);
     }
     if tokens > script.limit {
         stats.overflows += 1;
@@ -175,7 +190,7 @@ fn turn(script: &Script, protocol: Protocol, request: &Recorded) -> Response {
             "agent_upstream: responses: compaction_trigger at turn {}",
             stats.turns
         );
-        let n = ANSWERS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let n = next_answer();
         return compaction::trigger_answer(body, n, tokens);
     }
     let tools = body["tools"].as_array().map_or(0, Vec::len);
@@ -191,6 +206,20 @@ fn turn(script: &Script, protocol: Protocol, request: &Recorded) -> Response {
         }
         return reply(protocol, body, tokens, Reply::Text("ok".into()));
     }
+    // Claude Code's own compaction keeps its tools (the prompt cache is shared with its
+    // turns) and asks for a text-only summary in its last message: a summary, not a turn.
+    if compaction_prompt(body) {
+        stats.client_compactions.push(stats.turns);
+        eprintln!(
+            "agent_upstream: {label}: the client compacts at turn {}",
+            stats.turns
+        );
+        let summary = format!(
+            "<summary>Ran `seq` {} times as asked.</summary>",
+            stats.turns
+        );
+        return reply(protocol, body, tokens, Reply::Text(summary));
+    }
     let items = comparable(protocol, body);
     let cached = stats
         .previous
@@ -198,10 +227,26 @@ fn turn(script: &Script, protocol: Protocol, request: &Recorded) -> Response {
         .map_or(0, |p| common_prefix_tokens(p, &items));
     stats.cached_tokens += cached.min(tokens);
     stats.uncached_tokens += tokens.saturating_sub(cached);
-    if let Some(previous) = &stats.previous {
-        stats.extends_previous += u64::from(items.starts_with(previous));
+    // The proxy's follow-up after a recall call: checked and counted, then the turn the
+    // call stood in for. Not a main request: the client never sent it.
+    let follow_up = agent_recall::follow_up_result(protocol, body);
+    if let Some(result) = &follow_up {
+        stats.recall_rounds += 1;
+        let hit = agent_recall::holds_recalled(result);
+        stats.recall_hits += u64::from(hit);
+        let head: String = result.chars().take(160).collect();
+        eprintln!("agent_upstream: {label}: recall round back, hit {hit}: {head:?}");
+        if !hit && let Some(call) = follow_chain(stats, protocol, body, result) {
+            drop(all);
+            return reply(protocol, body, tokens, call);
+        }
+    } else {
+        if let Some(previous) = &stats.previous {
+            stats.extends_previous += u64::from(items.starts_with(previous));
+        }
+        stats.previous = Some(items);
+        stats.main_answered += 1;
     }
-    stats.previous = Some(items);
     let compacted_from = (protocol == Protocol::Anthropic)
         .then(|| compaction::anthropic_threshold(body))
         .flatten()
@@ -210,7 +255,17 @@ fn turn(script: &Script, protocol: Protocol, request: &Recorded) -> Response {
     if compacted_from.is_some() {
         stats.provider_compactions.push(stats.turns);
     }
-    stats.main_answered += 1;
+    if follow_up.is_none()
+        && compacted_from.is_none()
+        && let Some(call) = recall_call(stats, protocol, body)
+    {
+        eprintln!(
+            "agent_upstream: {label}: recall call at turn {}",
+            stats.turns
+        );
+        drop(all);
+        return reply(protocol, body, tokens, call);
+    }
     stats.turns += 1;
     let step = stats.turns;
     if let Some(dir) = &script.dump {
@@ -220,7 +275,7 @@ fn turn(script: &Script, protocol: Protocol, request: &Recorded) -> Response {
         stats.finished = true;
         Reply::Text(format!("{FINAL}: ran {} commands", script.turns))
     } else {
-        Reply::Tool(step, tool_for(protocol, body))
+        Reply::Tool(format!("{step:04}"), tool_for(protocol, body))
     };
     eprintln!("agent_upstream: {label}: turn {step}, prompt {tokens} tokens");
     drop(all);
@@ -228,6 +283,50 @@ fn turn(script: &Script, protocol: Protocol, request: &Recorded) -> Response {
         Some(from) => anthropic_compacted(body, from, what),
         None => reply(protocol, body, tokens, what),
     }
+}
+
+/// A recall result that holds no removed text but a marker (a removal of a marker: the
+/// cascade cut a result it had cut before) is followed by a call by that marker's handle,
+/// as a model reading it would, while the proxy's rounds for this request allow another
+/// (`recall::MAX_ROUNDS`, 3).
+fn follow_chain(
+    stats: &mut Stats,
+    protocol: Protocol,
+    body: &Value,
+    result: &str,
+) -> Option<Reply> {
+    const MAX_ROUNDS: usize = 3;
+    let tool = agent_recall::offered_tool(body)?;
+    if agent_recall::rounds_so_far(protocol, body) >= MAX_ROUNDS {
+        return None;
+    }
+    let next = agent_recall::handles_in(result)
+        .into_iter()
+        .find(|h| !stats.recalled.contains(h))?;
+    stats.recall_followed += 1;
+    stats.recalled.push(next.clone());
+    let n = stats.recall_calls.len() as u64 + stats.recall_followed;
+    eprintln!("agent_upstream: recall follows the marker's handle {next}");
+    Some(agent_recall::call(n, &tool, &next))
+}
+
+/// The recall call this main request gets instead of its turn, if any: the request offers
+/// the proxy's tool, its history carries a handle, and this is the first handle seen or
+/// [`RECALL_EVERY`] turns have gone since the last call. By the newest handle not yet
+/// recalled (else the newest).
+fn recall_call(stats: &mut Stats, protocol: Protocol, body: &Value) -> Option<Reply> {
+    let tool = agent_recall::offered_tool(body)?;
+    let handles = agent_recall::handles(protocol, body);
+    let due = (stats.recall_calls.last()).is_none_or(|last| stats.turns >= last + RECALL_EVERY);
+    if handles.is_empty() || !due {
+        return None;
+    }
+    let fresh = handles.iter().rev().find(|h| !stats.recalled.contains(h));
+    let handle = fresh.or(handles.last())?.clone();
+    stats.recall_calls.push(stats.turns);
+    stats.recalled.push(handle.clone());
+    let n = stats.recall_calls.len() as u64 + stats.recall_followed;
+    Some(agent_recall::call(n, &tool, &handle))
 }
 
 /// A request's prompt in the scripted model's tokens (body bytes / 3). An Anthropic request
@@ -265,6 +364,17 @@ fn asks_for_summary(body: &Value) -> bool {
     last.contains("summary") || last.contains("summarize") || last.contains("compact")
 }
 
+/// Whether a request that offers tools is the client's compaction: Claude Code's summary
+/// prompt (2.1.332) appended to its last message says to answer in text only and to write
+/// the summary inside `<summary>` tags.
+fn compaction_prompt(body: &Value) -> bool {
+    let last = (body["messages"].as_array())
+        .and_then(|m| m.last())
+        .map(Value::to_string)
+        .unwrap_or_default();
+    last.contains("Respond with TEXT ONLY") || last.contains("<summary></summary>")
+}
+
 /// The tokens (serialized bytes / 3) of the longest common prefix of two item lists: what a
 /// provider's prompt cache would serve.
 fn common_prefix_tokens(previous: &[Value], items: &[Value]) -> u64 {
@@ -275,7 +385,7 @@ fn common_prefix_tokens(previous: &[Value], items: &[Value]) -> u64 {
 /// An Anthropic answer the provider compacted first: a compaction block, then `what`,
 /// with the compaction's usage only in `usage.iterations`.
 fn anthropic_compacted(body: &Value, compacted_from: u64, what: Reply) -> Response {
-    let n = ANSWERS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let n = next_answer();
     let model = body["model"].as_str().unwrap_or("scripted");
     let block = compaction::anthropic_block(
         &format!("Summary of turns so far (compaction {n})."),
@@ -290,8 +400,8 @@ fn anthropic_compacted(body: &Value, compacted_from: u64, what: Reply) -> Respon
             json!({"type": "text_delta", "text": text}),
             "end_turn",
         ),
-        Reply::Tool(step, (name, input)) => {
-            let call = json!({"type": "tool_use", "id": format!("toolu_{step:04}"), "name": name, "input": input});
+        Reply::Tool(tag, (name, input)) => {
+            let call = json!({"type": "tool_use", "id": format!("toolu_{tag}"), "name": name, "input": input});
             let mut open = call.clone();
             open["input"] = json!({});
             let delta = json!({"type": "input_json_delta", "partial_json": input.to_string()});
@@ -336,90 +446,6 @@ fn strip_cache_control(value: &mut Value) {
     }
 }
 
-/// What makes a request invalid for the provider: a tool call without its result right
-/// after it, or a result without its call before it.
-fn unpaired(protocol: Protocol, body: &Value) -> Option<String> {
-    match protocol {
-        Protocol::Anthropic => {
-            let messages = body["messages"].as_array()?;
-            let ids = |m: &Value, kind: &str, key: &str| -> Vec<String> {
-                (m["content"].as_array().into_iter().flatten())
-                    .filter(|b| b["type"] == kind)
-                    .filter_map(|b| b[key].as_str().map(str::to_owned))
-                    .collect()
-            };
-            for (i, m) in messages.iter().enumerate() {
-                let results = ids(m, "tool_result", "tool_use_id");
-                let calls_before = match i.checked_sub(1) {
-                    Some(p) if messages[p]["role"] == "assistant" => {
-                        ids(&messages[p], "tool_use", "id")
-                    }
-                    _ => Vec::new(),
-                };
-                if let Some(orphan) = results.iter().find(|r| !calls_before.contains(r)) {
-                    return Some(format!(
-                        "messages.{i}: unexpected `tool_use_id` {orphan}: no `tool_use` block in the previous message"
-                    ));
-                }
-                if m["role"] == "assistant" {
-                    let calls = ids(m, "tool_use", "id");
-                    let next = messages.get(i + 1);
-                    let answered = next.map(|n| ids(n, "tool_result", "tool_use_id"));
-                    let answered = answered.unwrap_or_default();
-                    let missing: Vec<_> = calls.iter().filter(|c| !answered.contains(c)).collect();
-                    // The last assistant message may be a prefill without results yet only
-                    // when it has no calls.
-                    if !missing.is_empty() {
-                        return Some(format!(
-                            "messages.{i}: `tool_use` ids were found without `tool_result` blocks immediately after: {missing:?}"
-                        ));
-                    }
-                }
-            }
-            None
-        }
-        Protocol::Responses => {
-            let input = body["input"].as_array()?;
-            let mut calls = HashSet::new();
-            let mut outputs = HashSet::new();
-            for item in input {
-                let id = item["call_id"].as_str().unwrap_or("").to_owned();
-                match item["type"].as_str().unwrap_or("") {
-                    "function_call" | "custom_tool_call" | "local_shell_call" => {
-                        calls.insert(id);
-                    }
-                    "function_call_output"
-                    | "custom_tool_call_output"
-                    | "local_shell_call_output" => {
-                        if !calls.contains(&id) {
-                            return Some(format!(
-                                "No tool call found for function call output with call_id {id}."
-                            ));
-                        }
-                        outputs.insert(id);
-                    }
-                    _ => {}
-                }
-            }
-            let missing: Vec<_> = calls.difference(&outputs).collect();
-            (!missing.is_empty())
-                .then(|| format!("No tool output found for function call {missing:?}."))
-        }
-    }
-}
-
-fn invalid(protocol: Protocol, message: &str) -> Response {
-    let body = match protocol {
-        Protocol::Anthropic => {
-            json!({"type": "error", "error": {"type": "invalid_request_error", "message": message}})
-        }
-        Protocol::Responses => {
-            json!({"error": {"message": message, "type": "invalid_request_error", "param": "input", "code": null}})
-        }
-    };
-    upstream::json(400, body)
-}
-
 /// The shell tool the agent offers, and the arguments that run [`COMMAND`] with it.
 fn tool_for(protocol: Protocol, body: &Value) -> (String, Value) {
     let names: Vec<&str> = (body["tools"].as_array().into_iter().flatten())
@@ -439,160 +465,4 @@ fn tool_for(protocol: Protocol, body: &Value) -> (String, Value) {
         }
         Protocol::Responses => ("shell".into(), json!({"command": ["bash", "-lc", COMMAND]})),
     }
-}
-
-enum Reply {
-    Text(String),
-    Tool(u64, (String, Value)),
-}
-
-/// Answers so far: every answer gets its own message id (agents merge the streamed blocks
-/// of one id into one message).
-static ANSWERS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-
-fn reply(protocol: Protocol, body: &Value, input_tokens: u64, what: Reply) -> Response {
-    let n = ANSWERS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-    let message_id = format!("msg_{n:05}");
-    let model = body["model"].as_str().unwrap_or("scripted").to_owned();
-    let stream = body["stream"] == true;
-    match protocol {
-        Protocol::Anthropic => {
-            let (block, stop) = match &what {
-                Reply::Text(text) => (json!({"type": "text", "text": text}), "end_turn"),
-                Reply::Tool(step, (name, input)) => (
-                    json!({"type": "tool_use", "id": format!("toolu_{step:04}"), "name": name, "input": input}),
-                    "tool_use",
-                ),
-            };
-            let usage = json!({"input_tokens": input_tokens, "output_tokens": 20});
-            if !stream {
-                return upstream::json(
-                    200,
-                    json!({"id": message_id, "type": "message", "role": "assistant",
-                    "model": model, "content": [block], "stop_reason": stop, "stop_sequence": null, "usage": usage}),
-                );
-            }
-            let (start, delta) = match &what {
-                Reply::Text(text) => (
-                    json!({"type": "text", "text": ""}),
-                    json!({"type": "text_delta", "text": text}),
-                ),
-                Reply::Tool(_, (_, input)) => {
-                    let mut start = block.clone();
-                    start["input"] = json!({});
-                    (
-                        start,
-                        json!({"type": "input_json_delta", "partial_json": input.to_string()}),
-                    )
-                }
-            };
-            let events = [
-                (
-                    "message_start",
-                    json!({"type": "message_start", "message": {"id": message_id, "type": "message",
-                    "role": "assistant", "model": model, "content": [], "stop_reason": null,
-                    "stop_sequence": null, "usage": {"input_tokens": input_tokens, "output_tokens": 1}}}),
-                ),
-                (
-                    "content_block_start",
-                    json!({"type": "content_block_start", "index": 0, "content_block": start}),
-                ),
-                (
-                    "content_block_delta",
-                    json!({"type": "content_block_delta", "index": 0, "delta": delta}),
-                ),
-                (
-                    "content_block_stop",
-                    json!({"type": "content_block_stop", "index": 0}),
-                ),
-                (
-                    "message_delta",
-                    json!({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": null},
-                    "usage": {"output_tokens": 20}}),
-                ),
-                ("message_stop", json!({"type": "message_stop"})),
-            ];
-            let sse = events
-                .iter()
-                .map(|(n, d)| format!("event: {n}\ndata: {d}\n\n"))
-                .collect();
-            upstream::sse(sse, Duration::ZERO)
-        }
-        Protocol::Responses => responses_reply(&model, stream, input_tokens, n, what),
-    }
-}
-
-fn responses_reply(model: &str, stream: bool, input_tokens: u64, n: u64, what: Reply) -> Response {
-    let (response_id, message_id) = (format!("resp_{n:05}"), format!("msg_{n:05}"));
-    let item = match &what {
-        Reply::Text(text) => {
-            json!({"type": "message", "id": message_id, "status": "completed", "role": "assistant",
-            "content": [{"type": "output_text", "text": text, "annotations": []}]})
-        }
-        Reply::Tool(step, (name, args)) => {
-            json!({"type": "function_call", "id": format!("fc_{step:04}"),
-            "status": "completed", "call_id": format!("call_{step:04}"), "name": name, "arguments": args.to_string()})
-        }
-    };
-    let usage = json!({"input_tokens": input_tokens, "input_tokens_details": {"cached_tokens": 0},
-        "output_tokens": 20, "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": input_tokens + 20});
-    let response = |status: &str, output: Value, usage: Value| {
-        json!({"id": response_id, "object": "response", "created_at": 1, "status": status, "model": model,
-            "output": output, "usage": usage})
-    };
-    if !stream {
-        return upstream::json(200, response("completed", json!([item]), usage));
-    }
-    let mut events = vec![
-        json!({"type": "response.created", "response": response("in_progress", json!([]), Value::Null)}),
-        json!({"type": "response.in_progress", "response": response("in_progress", json!([]), Value::Null)}),
-    ];
-    match &what {
-        Reply::Text(text) => {
-            let mut open = item.clone();
-            open["content"] = json!([]);
-            open["status"] = json!("in_progress");
-            events.push(
-                json!({"type": "response.output_item.added", "output_index": 0, "item": open}),
-            );
-            events.push(json!({"type": "response.content_part.added", "item_id": message_id, "output_index": 0,
-                "content_index": 0, "part": {"type": "output_text", "text": "", "annotations": []}}));
-            events.push(
-                json!({"type": "response.output_text.delta", "item_id": message_id, "output_index": 0,
-                "content_index": 0, "delta": text}),
-            );
-            events.push(
-                json!({"type": "response.output_text.done", "item_id": message_id, "output_index": 0,
-                "content_index": 0, "text": text}),
-            );
-            events.push(json!({"type": "response.content_part.done", "item_id": message_id, "output_index": 0,
-                "content_index": 0, "part": {"type": "output_text", "text": text, "annotations": []}}));
-        }
-        Reply::Tool(_, _) => {
-            let mut open = item.clone();
-            open["arguments"] = json!("");
-            open["status"] = json!("in_progress");
-            events.push(
-                json!({"type": "response.output_item.added", "output_index": 0, "item": open}),
-            );
-            events.push(
-                json!({"type": "response.function_call_arguments.delta", "item_id": item["id"],
-                "output_index": 0, "delta": item["arguments"]}),
-            );
-            events.push(
-                json!({"type": "response.function_call_arguments.done", "item_id": item["id"],
-                "output_index": 0, "arguments": item["arguments"]}),
-            );
-        }
-    }
-    events.push(json!({"type": "response.output_item.done", "output_index": 0, "item": item}));
-    events.push(json!({"type": "response.completed", "response": response("completed", json!([item]), usage)}));
-    let sse = (events.iter().enumerate())
-        .map(|(i, e)| {
-            let mut e = e.clone();
-            e["sequence_number"] = json!(i);
-            format!("event: {}\ndata: {e}\n\n", e["type"].as_str().unwrap_or(""))
-        })
-        .collect();
-    upstream::sse(sse, Duration::ZERO)
 }

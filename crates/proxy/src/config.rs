@@ -225,8 +225,9 @@ context_cascade::settings_group! {
         pub gauge: Gauge = Gauge::default(),
         /// Keep what the cascade removes (sealed with a key from the client's credential)
         /// and give the model a `context_recall` tool to get it back by handle or search.
-        /// Streamed requests too (the recall rounds spliced into one stream). Off by default
-        /// until a real agent has run recall rounds: docs/proxy.md, "The default".
+        /// Streamed requests too (the recall rounds spliced into one stream). Off by default:
+        /// a round's summed usage makes Codex, at its own compaction rule, compact a history
+        /// longer than its window (docs/proxy.md, "The default").
         pub recall: bool = false,
     }
 }

@@ -5,10 +5,13 @@
 //! (read from `fixtures/overflow-errors.json`, not written by hand), and one scripted HTTP
 //! upstream on loopback ([`upstream`]) with the providers' own compaction answers
 //! ([`compaction`], shapes from `fixtures/provider-compaction.json`), and a generated
-//! tool-reading session ([`tool_session_body`]).
+//! tool-reading session ([`tool_session_body`]); the scripted agent model's wire shapes
+//! ([`agent`]) and its recall calls ([`agent_recall`]).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test support: a failure is a test failure
 
+pub mod agent;
+pub mod agent_recall;
 pub mod compaction;
 pub mod overflow;
 pub mod upstream;
