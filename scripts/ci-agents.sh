@@ -230,7 +230,7 @@ EOF
 
 for client in ${CASCADE_AGENT_CLIENTS:-claude codex}; do
     for mode in ${CASCADE_AGENT_MODES:-window no-window window-recall}; do
-        for gauge in ${CASCADE_AGENT_GAUGES:-upstream}; do
+        for gauge in ${CASCADE_AGENT_GAUGES:-auto}; do
             run "$client" "$mode" "$gauge"
         done
     done
@@ -238,13 +238,13 @@ done
 # Codex's own compaction at 60% of a 30,000 window leaves the proxy nothing to remove, so
 # no recall round runs in its sessions above: one more session at Codex's own rule (90%)
 # over a 60,000 window, where the proxy removes content and the model recalls it, with the
-# gauge that lets Codex's compaction see the size it sent (with `upstream`, a recall
-# round's summed usage makes it compact a history longer than the window: docs/proxy.md,
-# "The default"). CASCADE_AGENT_CODEX_RECALL=0 leaves it out.
+# default gauge, which on the Responses route lets Codex's compaction see the size it sent
+# (with `upstream`, a recall round's summed usage makes it compact a history longer than
+# the window: docs/proxy.md, "The client's gauge"). CASCADE_AGENT_CODEX_RECALL=0 leaves it out.
 if [[ " ${CASCADE_AGENT_CLIENTS:-claude codex} " == *" codex "* ]] &&
     [[ " ${CASCADE_AGENT_MODES:-window no-window window-recall} " == *" window-recall "* ]] &&
     [ "${CASCADE_AGENT_CODEX_RECALL:-1}" != 0 ]; then
-    CODEX_COMPACT=default CODEX_LIMIT=60000 run codex window-recall client
+    CODEX_COMPACT=default CODEX_LIMIT=60000 run codex window-recall auto
 fi
 
 echo "== summary (limits: Claude Code $CLAUDE_LIMIT, Codex $CODEX_LIMIT tokens; $TURNS tool turns)"

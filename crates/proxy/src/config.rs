@@ -200,13 +200,31 @@ context_cascade::settings_group! {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Gauge {
-    /// The usage of what was sent upstream, as the provider reported it (the default: the
-    /// better of the two with Claude Code and Codex, docs/proxy.md has the figures).
+    /// `client` on the Responses route, `upstream` on the others (the default). A Responses
+    /// client that compacts by itself (Codex) sends its whole history to the provider's
+    /// compaction, which the proxy passes on untouched: it must see that history's size, or
+    /// it compacts too late and its compaction overflows. A Messages or Chat client's
+    /// compaction is a request like any other, which the cascade fits; there reporting what
+    /// went upstream kept more requests extending the previous one (docs/proxy.md has the
+    /// figures for both clients).
     #[default]
+    Auto,
+    /// The usage of what was sent upstream, as the provider reported it.
     Upstream,
     /// The size of what the client sent: the upstream's count scaled by the request's own
     /// estimate before and after the cascade.
     Client,
+}
+
+impl Gauge {
+    /// Whether answers to requests of `format` report the size of what the client sent.
+    pub fn reports_client_size(self, format: context_cascade::Format) -> bool {
+        match self {
+            Gauge::Auto => format == context_cascade::Format::Responses,
+            Gauge::Upstream => false,
+            Gauge::Client => true,
+        }
+    }
 }
 
 context_cascade::settings_group! {
@@ -219,15 +237,17 @@ context_cascade::settings_group! {
         /// a conversation (same bytes, same decision).
         pub fast_path: bool = true,
         /// What an answer's usage tells the client its prompt took: `"upstream"`, the usage
-        /// of what went upstream, as reported; or `"client"`, the size of what the client
-        /// sent (the upstream's count scaled by the request's estimate before and after the
-        /// cascade), so that a client's own compaction fires near its threshold.
+        /// of what went upstream, as reported; `"client"`, the size of what the client sent
+        /// (the upstream's count scaled by the request's estimate before and after the
+        /// cascade), so that a client's own compaction fires near its threshold; or
+        /// `"auto"`, `client` on the Responses route (Codex compacts through the provider)
+        /// and `upstream` on the others.
         pub gauge: Gauge = Gauge::default(),
         /// Keep what the cascade removes (sealed with a key from the client's credential)
         /// and give the model a `context_recall` tool to get it back by handle or search.
         /// Streamed requests too (the recall rounds spliced into one stream). Off by default:
-        /// a round's summed usage makes Codex, at its own compaction rule, compact a history
-        /// longer than its window (docs/proxy.md, "The default").
+        /// a round's follow-up is added after the budget the request was fitted to
+        /// (docs/proxy.md, "The default").
         pub recall: bool = false,
     }
 }

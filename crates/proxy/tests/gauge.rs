@@ -85,3 +85,68 @@ async fn the_client_gauge_reports_what_the_client_sent_plain_and_streamed() {
         assert_eq!(small, REPORTED);
     }
 }
+
+/// A Responses answer reporting `REPORTED` input tokens.
+fn responses_answer() -> axum::response::Response {
+    upstream::json(
+        200,
+        json!({"id": "resp_1", "object": "response", "status": "completed", "model": "gpt-x",
+            "output": [{"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
+                "content": [{"type": "output_text", "text": "ok", "annotations": []}]}],
+            "usage": {"input_tokens": REPORTED, "output_tokens": 1, "total_tokens": REPORTED + 1}}),
+    )
+}
+
+/// What a Responses client is told its prompt took after the cascade compacted it.
+async fn reported_responses(gauge: Gauge, turns: usize) -> u64 {
+    let up = upstream::start(|_, _| responses_answer()).await;
+    let mut config = ProxyConfig::new(up.base.clone());
+    config.state.path = IN_MEMORY_DB.into();
+    config.window.discover = false;
+    config.window.force = Some(8_000);
+    config.requests.gauge = gauge;
+    let (proxy, _) = common::start_proxy(config).await;
+    let mut input = vec![json!({"type": "message", "role": "user",
+        "content": [{"type": "input_text", "text": "Fix the build."}]})];
+    for i in 0..turns {
+        input.push(
+            json!({"type": "function_call", "call_id": format!("c{i}"), "name": "shell",
+            "arguments": "{\"command\":[\"make\"]}"}),
+        );
+        input.push(
+            json!({"type": "function_call_output", "call_id": format!("c{i}"),
+            "output": common::prose(i, 6_000)}),
+        );
+    }
+    let body = json!({"model": "gpt-x", "max_output_tokens": 1000, "input": input});
+    let response = reqwest::Client::new()
+        .post(format!("{proxy}/v1/responses"))
+        .bearer_auth("k")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let value: Value = response.json().await.unwrap();
+    value["usage"]["input_tokens"].as_u64().unwrap()
+}
+
+/// The default (`auto`): a Messages client is told what went upstream, a Responses client
+/// (Codex, whose own compaction goes to the provider with its whole history) what it sent.
+#[tokio::test]
+async fn the_default_gauge_reports_the_client_size_on_the_responses_route_only() {
+    assert_eq!(Gauge::default(), Gauge::Auto);
+    let (messages, _) = reported(Gauge::Auto, 12, false).await;
+    assert_eq!(messages, REPORTED, "Messages: the provider's own count");
+    let responses = reported_responses(Gauge::Auto, 12).await;
+    assert!(
+        responses > 2 * REPORTED,
+        "Responses: scaled up to the client's size: {responses}"
+    );
+    assert_eq!(reported_responses(Gauge::Upstream, 12).await, REPORTED);
+    assert_eq!(
+        reported_responses(Gauge::Auto, 1).await,
+        REPORTED,
+        "nothing cut"
+    );
+}

@@ -4,7 +4,8 @@
 //! answer reports. Behind the cascade that figure is the size of what went upstream, which
 //! reads low once the cascade has compacted: the client defers its own compaction, the
 //! history it sends grows without bound and the cascade compacts it again on every turn.
-//! With `gauge = "client"` (not the default: docs/proxy.md has the measurements) the answer reports the size of what the client sent instead: the
+//! With `gauge = "client"` (and by default on the Responses route: docs/proxy.md has the
+//! measurements) the answer reports the size of what the client sent instead: the
 //! upstream's own count scaled by the request's estimate before and after the cascade, so
 //! the client's compaction fires near its threshold as it would without the proxy.
 //!

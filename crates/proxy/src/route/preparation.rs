@@ -81,8 +81,10 @@ impl Preparation<'_> {
             );
             error_response(format, ErrorKind::InvalidRequest, &message)
         })?;
-        let client_tokens =
-            (self.gauge == Gauge::Client).then(|| client_estimate(self.manager, &conversation));
+        let client_tokens = self
+            .gauge
+            .reports_client_size(format)
+            .then(|| client_estimate(self.manager, &conversation));
         let stitched = match self.sticky {
             Some(sticky) => sticky.stitch(&key, &mut hashes, &mut conversation).await,
             None => None,
