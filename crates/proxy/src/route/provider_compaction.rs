@@ -25,6 +25,18 @@ pub(crate) const PROVIDER_COMPACTION: &str = "provider-compaction; forwarded unt
 /// invalid JSON is left to the cascade's error answer): an Anthropic body with a non-null
 /// top-level `compaction`, or a Responses body with a `compaction_trigger` input item.
 pub(crate) fn asks_provider_to_compact(format: Format, bytes: &[u8]) -> bool {
+    // A body that asks names what it asks for, and a body without the word cannot: every
+    // request takes this check, and a search for the word (~10 GB/s) spares the others a
+    // parse of the whole body (~1 ms at 478 kB). JSON writers write ASCII letters as they
+    // are; a `type` spelled with `\u` escapes is not recognised.
+    let word: &[u8] = match format {
+        Format::Anthropic => b"compaction",
+        Format::Responses => b"compaction_trigger",
+        _ => return false,
+    };
+    if memchr::memmem::find(bytes, word).is_none() {
+        return false;
+    }
     #[derive(serde::Deserialize)]
     struct Envelope {
         #[serde(default)]
@@ -153,6 +165,12 @@ mod tests {
             br#"{"compaction":null}"#
         ));
         assert!(!asks_provider_to_compact(Format::Responses, b"not json"));
+        // The word in a text is not an item: the body is parsed and read as before.
+        let said =
+            br#"{"model":"m","input":[{"role":"user","content":"what is a compaction_trigger?"}]}"#;
+        assert!(!asks_provider_to_compact(Format::Responses, said));
+        let said = br#"{"model":"c","messages":[{"role":"user","content":"compaction"}]}"#;
+        assert!(!asks_provider_to_compact(Format::Anthropic, said));
     }
 
     /// Every shape of `input` reads as before the one-pass reader: only a list holding a
