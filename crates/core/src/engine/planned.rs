@@ -61,7 +61,7 @@ impl ContextManager {
 
     /// One report of a plan made with the prior (`planned`) and the exact run on its
     /// result (`settled`): every step of both, the tokens after as counted exactly. The
-    /// tokens before are the prior's estimate: the request as received was not counted,
+    /// tokens before are the plan's estimate: the request as received was not counted,
     /// so every one of its messages is an estimated one.
     pub(super) fn settle(
         &self,
@@ -85,6 +85,9 @@ impl ContextManager {
             calls: planned.calls + settled.calls,
             overflows: planned.overflows + settled.overflows,
             estimated_messages: planned.messages_before,
+            // The model's multiplier as this manager holds it (the plan's lacks the margin of
+            // an uncalibrated model): the same field whichever way a request was counted.
+            token_scale: settled.token_scale,
             ..planned
         };
         let estimator = self.estimator(model_of(conversation));

@@ -112,6 +112,9 @@ fn the_counter_never_sees_a_message_the_request_drops() {
                     );
                 }
                 assert_eq!(report.estimated_messages, conversation.messages.len());
+                // The scale reported is the manager's, as when a request is counted whole.
+                let scale = manager.estimator("gpt-4o").multiplier;
+                assert_eq!(report.token_scale, scale, "{name}");
                 runs += 1;
             }
         }
