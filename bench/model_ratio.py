@@ -3,6 +3,9 @@ body under its gpt-4o id (exact o200k counts) and under a Claude id (the prior),
 run by run, and writes OUT/model_ratio.json. Standard library only.
 
     python3 bench/model_ratio.py --cascade target/release/cascade --inputs bench/out/inputs --out bench/out [--runs N]
+
+With `--before OTHER_CASCADE` (another build, e.g. main's) both binaries are timed in the same
+loop, run by run, and each case prints both ratios and the gpt-4o time before ÷ after.
 """
 import argparse
 import json
@@ -32,6 +35,7 @@ def main():
     p.add_argument("--inputs", required=True)
     p.add_argument("--out", required=True)
     p.add_argument("--runs", type=int, default=15)
+    p.add_argument("--before", help="another cascade binary, timed in the same loop")
     args = p.parse_args()
     cases = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -45,16 +49,30 @@ def main():
             claude = os.path.join(tmp, f"{name}.claude.json")
             with open(claude, "w") as f:
                 json.dump(body, f)
-            run(args.cascade, gpt, window), run(args.cascade, claude, window)  # warm the page cache
-            g, c = [], []
+            binaries = [args.cascade] + ([args.before] if args.before else [])
+            for cascade in binaries:  # warm the page cache
+                run(cascade, gpt, window), run(cascade, claude, window)
+            times = [([], []) for _ in binaries]
             for _ in range(args.runs):
-                g.append(run(args.cascade, gpt, window))
-                c.append(run(args.cascade, claude, window))
+                for cascade, (g, c) in zip(binaries, times):
+                    g.append(run(cascade, gpt, window))
+                    c.append(run(cascade, claude, window))
+            (g, c) = times[0]
             gm, cm = statistics.median(g), statistics.median(c)
-            cases.append({"input": name, "window": window, "runs": args.runs,
-                          "gpt_ms": gm, "claude_ms": cm, "ratio": gm / cm,
-                          "gpt_min": min(g), "claude_min": min(c)})
-            print(f"{name} {window}: gpt-4o {gm:.1f} ms, claude {cm:.1f} ms, {gm / cm:.2f}x")
+            case = {"input": name, "window": window, "runs": args.runs,
+                    "gpt_ms": gm, "claude_ms": cm, "ratio": gm / cm,
+                    "gpt_min": min(g), "claude_min": min(c)}
+            line = f"{name} {window}: gpt-4o {gm:.1f} ms, claude {cm:.1f} ms, {gm / cm:.2f}x"
+            if args.before:
+                (bg, bc) = times[1]
+                bgm, bcm = statistics.median(bg), statistics.median(bc)
+                case["before"] = {"gpt_ms": bgm, "claude_ms": bcm, "ratio": bgm / bcm,
+                                  "gpt_min": min(bg), "claude_min": min(bc)}
+                line += (f" (fastest {min(g) / min(c):.2f}x); before: gpt-4o {bgm:.1f} ms, "
+                         f"claude {bcm:.1f} ms, {bgm / bcm:.2f}x (fastest {min(bg) / min(bc):.2f}x); "
+                         f"gpt-4o before / after {bgm / gm:.2f}x")
+            cases.append(case)
+            print(line)
     with open(os.path.join(args.out, "model_ratio.json"), "w") as f:
         json.dump({"cases": cases}, f, indent=1)
 

@@ -188,11 +188,13 @@ impl Resolved {
 
     /// The engine that compacts `conversation`: [`Resolved::manager`], with exact counts
     /// only where they can change what the cascade does. A one-shot command loads nothing for
-    /// them (the tables are in the binary) but counts every message once: about 35 ms for
-    /// 313K tokens, against 4 ms for a run that needs none (docs/benchmarks.md §11). The
-    /// prior is within 10% of o200k on every fixture (docs/benchmarks.md §3): a request whose estimate, a
-    /// quarter up, stays under ②'s headroom with no tool result over ①'s share is left as
-    /// it is whichever way it is counted.
+    /// them (the tables are in the binary), but counting costs about 20 ms per 313K tokens
+    /// (docs/benchmarks.md §11). The prior is within 10% of o200k on every fixture
+    /// (docs/benchmarks.md §3): a request whose estimate, a quarter up, stays under ②'s
+    /// headroom with no tool result over ①'s share is left as it is whichever way it is
+    /// counted, and is not counted. At the other end the engine itself plans a request the
+    /// prior puts a quarter over the preemptive threshold with the prior, and counts only
+    /// what it sends (`context_cascade`'s engine/planned.rs).
     pub(crate) fn manager_for(&self, conversation: &Conversation) -> ContextManager {
         let prior = self.prior_manager();
         if clearly_untouched(&prior, conversation, self.budget) {

@@ -126,7 +126,10 @@ pub struct Report {
     /// Messages of the request as received whose tokens are the calibrated estimate
     /// although the model's tokenizer is public: each longer than
     /// [`crate::estimate::EXACT_COUNT_MAX_CHARS`], past which an exact count costs more
-    /// than it is worth. Not serialized when 0 (every message counted as usual).
+    /// than it is worth; or every message, when the request was so far over the budget
+    /// that it was planned with the prior and only what is sent was counted (then
+    /// `tokens_before` is the calibrated estimate). Not serialized when 0 (every message
+    /// counted as usual).
     #[serde(skip_serializing_if = "is_zero")]
     pub estimated_messages: usize,
 }

@@ -93,8 +93,15 @@ pub(crate) fn summary_line(report: &Report) -> String {
         (true, true) => "fits (degraded: summary unavailable or partial)",
         (false, _) => "does not fit",
     };
+    // Messages estimated although the tokenizer is public (too long, or a request planned
+    // with the prior and counted only where sent): the count before is approximate.
+    let about = if report.estimated_messages > 0 {
+        "~"
+    } else {
+        ""
+    };
     format!(
-        "{} → {} tokens ({} → {} messages; window {}, reserve {}); {steps}; {verdict}",
+        "{about}{} → {} tokens ({} → {} messages; window {}, reserve {}); {steps}; {verdict}",
         thousands(report.tokens_before),
         thousands(report.tokens_after),
         report.messages_before,

@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 mod estimates;
 mod ladder;
+mod planned;
 mod recall;
 
 use crate::calibrate::Calibration;
@@ -149,7 +150,22 @@ impl ContextManager {
     /// Sync compaction, without a summarizer: what `prepare` does, on the same escalation
     /// ladder, with ④ replaced by what can be had without one (every old tool result
     /// compacted, then ③ down to the tail a summary would keep).
+    ///
+    /// A request far over the budget under a model counted exactly is planned with the
+    /// prior and only its result is counted exactly (see `planned.rs`).
     pub fn compact(&self, conversation: &mut Conversation, budget: Budget) -> Report {
+        match self.prior_planner(conversation, budget) {
+            Some(planner) => {
+                let planned = planner.compact_counted(conversation, budget);
+                let settled = self.compact_counted(conversation, budget);
+                self.settle(planned, settled, conversation, budget)
+            }
+            None => self.compact_counted(conversation, budget),
+        }
+    }
+
+    /// [`ContextManager::compact`] with this manager's estimates throughout.
+    fn compact_counted(&self, conversation: &mut Conversation, budget: Budget) -> Report {
         let mut report = self.start_report(conversation, budget);
         if self.would_change(conversation, budget) {
             self.layer1(conversation, budget, &mut report);
@@ -191,8 +207,25 @@ impl ContextManager {
     /// The whole cascade, escalating through the recovery attempts until the request is
     /// under the preemptive threshold (what `cascade compact` runs). Stopping there, not
     /// merely under E, makes the result a fixed point: `prepare` or a second compaction
-    /// leaves it as it is.
+    /// leaves it as it is. A request far over the budget under a model counted exactly is
+    /// planned with the prior and only its result is counted exactly (see `planned.rs`).
     pub async fn compact_with_summary(
+        &self,
+        conversation: &mut Conversation,
+        budget: Budget,
+    ) -> Report {
+        match self.prior_planner(conversation, budget) {
+            Some(planner) => {
+                let planned = (planner.compact_with_summary_counted(conversation, budget)).await;
+                let settled = (self.compact_with_summary_counted(conversation, budget)).await;
+                self.settle(planned, settled, conversation, budget)
+            }
+            None => (self.compact_with_summary_counted(conversation, budget)).await,
+        }
+    }
+
+    /// [`ContextManager::compact_with_summary`] with this manager's estimates throughout.
+    async fn compact_with_summary_counted(
         &self,
         conversation: &mut Conversation,
         budget: Budget,
