@@ -152,6 +152,14 @@ def rss_kb(pid):
     return fields.get("VmRSS", 0), fields.get("VmHWM", 0)
 
 
+def cpu_seconds(pid):
+    """User and system CPU time `pid` has used, in seconds."""
+    with open(f"/proc/{pid}/stat") as stat:
+        # The fields after the command name (which may hold spaces), from the state on.
+        fields = stat.read().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 async def wait_healthy(port, deadline):
     while time.monotonic() < deadline:
         try:
@@ -234,10 +242,12 @@ async def run(args):
         sampler = asyncio.create_task(sample(proxy.pid, samples, done))
         stats = {"status": {}, "errors": {}, "latency": []}
         started = time.monotonic()
+        cpu_before = cpu_seconds(proxy.pid)
         stop_at = started + args.seconds
         await asyncio.gather(*(client(i, port, path, body, stop_at, stats)
                                for i in range(args.clients)))
         ended = time.monotonic()
+        cpu = cpu_seconds(proxy.pid) - cpu_before
         await asyncio.sleep(args.after)
         done.set()
         await sampler
@@ -260,6 +270,8 @@ async def run(args):
         "mean_rss_during_mb": round(statistics.mean(s[1] for s in during) / 1024, 1),
         f"rss_{args.after:g}s_after_mb": round(after / 1024, 1),
         "after_over_idle": round(after / idle, 2),
+        "cpu_s": round(cpu, 2),
+        "cpu_ms_per_request": round(1000 * cpu / done_requests, 1) if done_requests else None,
         "median_latency_s": round(latency[done_requests // 2], 3) if latency else None,
         "p95_latency_s": round(latency[int(done_requests * 0.95)], 3) if latency else None,
         "env": args.env,

@@ -26,12 +26,30 @@ pub mod embed;
 
 use std::ffi::OsString;
 use std::io::IsTerminal;
+use std::sync::OnceLock;
 
 use clap::error::ErrorKind;
 use clap::{Parser, Subcommand};
 
 use crate::commands::{classify, compact, config, inspect, models, proxy, replay};
 use crate::error::CliError;
+
+/// What a worker thread of the proxy's runtime runs each time it runs out of work: set once
+/// by the program that chose the allocator (the `cascade` binary gives jemalloc's thread
+/// cache back); the Python module sets nothing.
+static ON_WORKER_IDLE: OnceLock<fn()> = OnceLock::new();
+
+/// Sets what an idle worker of the proxy's runtime runs (the first call wins).
+pub fn on_worker_idle(hook: fn()) {
+    let _ = ON_WORKER_IDLE.set(hook);
+}
+
+/// Runs the hook set by [`on_worker_idle`], if any.
+pub(crate) fn worker_idle() {
+    if let Some(hook) = ON_WORKER_IDLE.get() {
+        hook();
+    }
+}
 
 /// Keep long LLM agent conversations inside the model's context window.
 #[derive(Debug, Parser)]

@@ -9,5 +9,6 @@ mod allocator;
 
 fn main() -> ExitCode {
     allocator::tune();
+    cascade_cli::on_worker_idle(allocator::release_thread_cache);
     ExitCode::from(cascade_cli::run(std::env::args_os()))
 }

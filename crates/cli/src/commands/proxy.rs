@@ -4,6 +4,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use cascade_proxy::{AppState, ProxyConfig};
 
@@ -65,8 +66,14 @@ pub(crate) fn run(args: &ProxyArgs) -> Result<(), CliError> {
     config
         .validate_upstream()
         .map_err(|e| CliError::Usage(format!("proxy: {e}")))?;
+    // A worker out of work gives back what its allocator caches for it, and a thread of the
+    // blocking pool (where requests are parsed and compacted) ends a second after its last
+    // task instead of ten, taking its stack and its cache with it: after a load both held
+    // MBs that stayed (docs/benchmarks.md, "Hardening").
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        .on_thread_park(crate::worker_idle)
+        .thread_keep_alive(Duration::from_secs(1))
         .build()
         .map_err(CliError::Runtime)?;
     runtime.block_on(async move {

@@ -130,7 +130,8 @@ impl AppState {
             tenancy: base.tenancy,
             manager,
             sticky: (config.requests.sticky_prefix).then(|| {
-                let sticky = Sticky::new(store.clone(), writes.clone());
+                let sticky = Sticky::new(store.clone(), writes.clone())
+                    .with_memory_limit(config.limits.sticky_memory_mb.saturating_mul(1 << 20));
                 Arc::new(sticky.with_turns(heavy.semaphore()))
             }),
             recaller: (config.requests.recall).then(|| Recaller::new(store.clone())),

@@ -7,6 +7,7 @@ pub(crate) mod identity;
 pub mod memory;
 pub(crate) mod sealing;
 pub(crate) mod stability;
+pub(crate) mod sticky_memory;
 pub mod store;
 pub(crate) mod summary_cache;
 pub(crate) mod tenancy;

@@ -21,7 +21,6 @@
 //! a replica's write lands before it answers, so that the next request finds it wherever it
 //! goes.
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -34,24 +33,16 @@ use context_cascade::{Conversation, Format, MessageId};
 
 use crate::state::decisions::{self, Origin};
 pub(crate) use crate::state::identity::{Edit, LazyHashes, id_at as hash_at};
+use crate::state::sticky_memory::{DEFAULT_MEMORY_MB, Entry, Kept, Memory};
 use crate::state::store::{StateStore, StoredSession};
 use crate::state::writes::Writes;
-
-/// How many conversations are kept in memory (the store keeps them all)...
-const MEMORY_CAPACITY: usize = 256;
-
-/// ...and how many characters of their messages at most, together: 200 agents with 100K
-/// tokens each would otherwise hold 200 compacted histories (hundreds of MB) for as long as
-/// the proxy runs. A conversation not in memory is decoded from the store on its next
-/// request (its decisions and the client's messages), which costs CPU, not correctness.
-const MEMORY_CHARACTERS: u64 = 16 << 20;
 
 /// How many bytes the records waiting for a turn to be encoded may hold together (each
 /// holds the client's body and the messages sent). Requests come faster than the turns
 /// encode their records under load: 200 heavy clients queued ~370 bodies and their
 /// messages, 150 MB (docs/benchmarks.md, "Hardening"). Past this a record is not written
-/// to the store; memory keeps it (as [`MEMORY_CHARACTERS`] allows), and the
-/// conversation's next request records it again.
+/// to the store; memory keeps it (evicted after the entries the store has, see
+/// [`crate::state::sticky_memory`]), and the conversation's next request records it again.
 const QUEUED_BYTES: u64 = 32 << 20;
 
 /// A conversation found on disk, not yet checked against the request.
@@ -83,28 +74,11 @@ impl Found {
     }
 }
 
-#[derive(Clone)]
-struct Entry {
-    format: Format,
-    originals: Vec<MessageId>,
-    /// The messages sent (with an empty envelope), shared by the map, a request stitching
-    /// from it and the background write.
-    compacted: Arc<Conversation>,
-    last_used: u64,
-    /// The characters of its messages (what [`MEMORY_CHARACTERS`] counts).
-    characters: u64,
-}
-
-/// The characters of `messages` (their class counts, cached in each message).
-fn characters(messages: &[context_cascade::Message]) -> u64 {
-    (messages.iter().map(|m| m.counts()))
-        .map(|c| c.letters + c.digits + c.whitespace + c.punctuation + c.non_ascii)
-        .sum()
-}
-
 /// The sticky prefixes of every conversation.
 pub(crate) struct Sticky {
-    entries: Mutex<(HashMap<String, Entry>, u64)>,
+    /// The entries kept in memory (shared with the background writes, which mark them
+    /// saved).
+    memory: Arc<Mutex<Memory>>,
     store: Arc<dyn StateStore>,
     /// The background writes, which a graceful shutdown flushes.
     writes: Writes,
@@ -132,7 +106,7 @@ impl Sticky {
     /// Sticky prefixes backed by `store`, written in the background through `writes`.
     pub(crate) fn new(store: Arc<dyn StateStore>, writes: Writes) -> Self {
         Sticky {
-            entries: Mutex::new((HashMap::new(), 0)),
+            memory: Arc::new(Mutex::new(Memory::new(DEFAULT_MEMORY_MB << 20))),
             store,
             writes,
             turns: Arc::new(Semaphore::new(Semaphore::MAX_PERMITS)),
@@ -156,6 +130,16 @@ impl Sticky {
         })
     }
 
+    /// Keeps at most `bytes` of sticky prefixes in memory (`limits.sticky_memory_mb`).
+    pub(crate) fn with_memory_limit(mut self, bytes: u64) -> Self {
+        self.memory = Arc::new(Mutex::new(Memory::new(bytes)));
+        self
+    }
+
+    fn memory(&self) -> std::sync::MutexGuard<'_, Memory> {
+        self.memory.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// Encodes records within `turns` (the heavy stages' turns, shared with requests).
     pub(crate) fn with_turns(mut self, turns: Arc<Semaphore>) -> Self {
         self.turns = turns;
@@ -164,16 +148,7 @@ impl Sticky {
 
     async fn lookup(&self, key: &str) -> Option<Found> {
         let shared = self.store.shared();
-        let memory = {
-            let mut guard = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-            let (map, clock) = &mut *guard;
-            *clock += 1;
-            let now = *clock;
-            map.get_mut(key).map(|entry| {
-                entry.last_used = now;
-                entry.clone()
-            })
-        };
+        let memory = self.memory().get(key);
         if let Some(entry) = memory.clone()
             && !shared
         {
@@ -238,23 +213,11 @@ impl Sticky {
                     &conversation.messages,
                     known,
                 )?;
-                // Kept in memory from now on: the next request of the conversation is a map
-                // hit, and forgetting it (record) also deletes the stored copy.
-                let mut guard = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-                let (map, clock) = &mut *guard;
-                *clock += 1;
-                let entry = Entry {
-                    format,
-                    originals: stored.originals,
-                    characters: characters(&messages),
-                    compacted: Arc::new(Conversation {
-                        format,
-                        messages: messages.clone(),
-                        envelope: Default::default(),
-                    }),
-                    last_used: *clock,
-                };
-                insert(map, key, entry);
+                // Kept in memory from now on (as its bound allows): the next request of the
+                // conversation is a map hit, and forgetting it (record) also deletes the
+                // stored copy.
+                let entry = Entry::new(format, stored.originals, messages.clone(), Kept::Saved);
+                self.memory().insert(key, entry);
                 messages
             }
         };
@@ -285,47 +248,59 @@ impl Sticky {
             None
         };
         let shared = self.store.shared();
-        let entry = match self.update_memory(key, originals, sent) {
-            Ok(entry) => entry,
-            // Shared: another replica may have stored the conversation.
-            Err(had) if had || shared => {
-                let store = self.store.clone();
-                let key = key.to_owned();
-                let delete = async move {
-                    if let Err(e) = store.delete_session(&key).await {
-                        tracing::warn!(error = %e, "could not forget a sticky prefix");
-                    }
-                };
-                return self.write(shared, delete).await;
+        let Some(originals) = originals else {
+            if !self.memory().remove(key) && !shared {
+                return;
             }
-            Err(_) => return,
+            // Memory had it, or another replica may have stored it (shared).
+            let store = self.store.clone();
+            let key = key.to_owned();
+            let delete = async move {
+                if let Err(e) = store.delete_session(&key).await {
+                    tracing::warn!(error = %e, "could not forget a sticky prefix");
+                }
+            };
+            return self.write(shared, delete).await;
         };
+        let mut entry = Entry::new(sent.format, originals, sent.messages.clone(), Kept::Writing);
         // Encoded off the request's task: a long history is megabytes of JSON. A shared
         // store's write is awaited (it never queues), a local one waits for a turn.
         let queued = if shared {
             None
         } else {
-            let Some(queued) = self.enqueue(request.len() as u64 + entry.characters) else {
+            let queued = self.enqueue(request.len() as u64 + entry.bytes);
+            if queued.is_none() {
                 tracing::debug!("sticky record not persisted: the encoding queue is full");
+                entry.state = Kept::Unsaved;
+                self.memory().insert(key, entry);
                 return;
-            };
-            Some(queued)
+            }
+            queued
         };
+        self.memory().insert(key, entry.clone());
         let store = self.store.clone();
         let key = key.to_owned();
         let edit = hashes.edit();
         let turns = self.turns.clone();
+        let memory = self.memory.clone();
         let save = async move {
             let turn: Option<OwnedSemaphorePermit> = turns.acquire_owned().await.ok();
+            let compacted = entry.compacted.clone();
             let encode = move || encode(entry, &request, edit);
             let encoded = tokio::task::spawn_blocking(encode).await;
             drop((turn, queued));
-            let Ok(Some(session)) = encoded else {
-                return;
+            let saved = match encoded {
+                Ok(Some(session)) => match store.save_session(&key, &session).await {
+                    Ok(()) => true,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "could not persist a sticky prefix");
+                        false
+                    }
+                },
+                _ => false,
             };
-            if let Err(e) = store.save_session(&key, &session).await {
-                tracing::warn!(error = %e, "could not persist a sticky prefix");
-            }
+            let mut memory = memory.lock().unwrap_or_else(|p| p.into_inner());
+            memory.written(&key, &compacted, saved);
         };
         self.write(shared, save).await;
     }
@@ -340,59 +315,6 @@ impl Sticky {
             self.writes.spawn(write);
         }
     }
-
-    /// Keeps what was sent for a conversation in memory (`originals` is `None` when nothing
-    /// changed: the conversation is forgotten). Returns the entry kept, or whether memory
-    /// had the conversation it forgot.
-    fn update_memory(
-        &self,
-        key: &str,
-        originals: Option<Vec<MessageId>>,
-        sent: &Conversation,
-    ) -> Result<Entry, bool> {
-        let mut guard = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-        let (map, clock) = &mut *guard;
-        let Some(originals) = originals else {
-            return Err(map.remove(key).is_some());
-        };
-        *clock += 1;
-        let entry = Entry {
-            format: sent.format,
-            originals,
-            characters: characters(&sent.messages),
-            compacted: Arc::new(Conversation {
-                format: sent.format,
-                messages: sent.messages.clone(),
-                envelope: Default::default(),
-            }),
-            last_used: *clock,
-        };
-        insert(map, key, entry.clone());
-        Ok(entry)
-    }
-}
-
-/// Inserts an entry, evicting the least recently used ones while the map is full or its
-/// messages pass [`MEMORY_CHARACTERS`]. An entry larger than that alone is not kept (the
-/// store has it).
-fn insert(map: &mut HashMap<String, Entry>, key: &str, entry: Entry) {
-    map.remove(key);
-    if entry.characters > MEMORY_CHARACTERS {
-        return;
-    }
-    let mut held: u64 = map.values().map(|e| e.characters).sum();
-    while map.len() >= MEMORY_CAPACITY || held + entry.characters > MEMORY_CHARACTERS {
-        let Some(oldest) = (map.iter())
-            .min_by_key(|(_, e)| e.last_used)
-            .map(|(k, _)| k.clone())
-        else {
-            break;
-        };
-        if let Some(gone) = map.remove(&oldest) {
-            held -= gone.characters;
-        }
-    }
-    map.insert(key.to_owned(), entry);
 }
 
 /// A conversation's decisions: the messages sent, as references to the client's messages
@@ -529,12 +451,23 @@ mod tests {
         let writes = Writes::default();
         // No turn is free: every record waits, as under 200 heavy clients.
         let turns = Arc::new(Semaphore::new(0));
-        let mut sticky =
-            Sticky::new(Arc::new(store.unwrap()), writes.clone()).with_turns(turns.clone());
+        // Memory to spare: the records the queue cannot take stay there.
+        let mut sticky = (Sticky::new(Arc::new(store.unwrap()), writes.clone()))
+            .with_turns(turns.clone())
+            .with_memory_limit(8 << 20);
         let bytes = serde_json::to_vec(&body(Format::OpenAi, 5)).unwrap();
         let mut sent = parse(&bytes, Some(Format::OpenAi)).unwrap();
         sent.messages[1] = Message::text(context_cascade::Role::User, "[compacted]");
-        let one = bytes.len() as u64 + characters(&sent.messages);
+        let originals = (LazyHashes::new(&bytes, Format::OpenAi, None).get())
+            .map(<[MessageId]>::to_vec)
+            .unwrap();
+        let entry = Entry::new(
+            Format::OpenAi,
+            originals,
+            sent.messages.clone(),
+            Kept::Writing,
+        );
+        let one = bytes.len() as u64 + entry.bytes;
         sticky.queue_limit = 3 * one;
         for k in 0..10 {
             let mut hashes = LazyHashes::new(&bytes, Format::OpenAi, None);
