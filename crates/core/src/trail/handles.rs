@@ -13,6 +13,39 @@ use super::Trail;
 use crate::extract as errors;
 use crate::recall::{CHUNK_CHARS, Chunk, HandleRef, Removal};
 
+/// With recall on, what comes before the handle that holds an entry's removed content, at
+/// the end of its line (`- src/lib.rs edited · recall 3f9a1c2b7d40`). The word is the
+/// tool's: a model that copies `recall 3f9a1c2b7d40` into the tool's `handle` gets it.
+pub(crate) const RECALL: &str = " · recall ";
+
+/// `line` ending with `handle`, when there is one.
+pub(crate) fn with_handle(mut line: String, handle: Option<HandleRef>) -> String {
+    if let Some(HandleRef { handle, part }) = handle {
+        line.push_str(RECALL);
+        line.push_str(&handle.to_string());
+        if let Some(part) = part {
+            line.push_str(&format!("/{part}"));
+        }
+    }
+    line
+}
+
+/// An entry's text and the handle at its end, if it has one (the inverse of
+/// [`with_handle`]): only 12 hex digits (and a part) after [`RECALL`] are a handle.
+pub(crate) fn split_handle(item: &str) -> (&str, Option<HandleRef>) {
+    let Some((text, reference)) = item.rsplit_once(RECALL) else {
+        return (item, None);
+    };
+    let plain = reference.split('/').next().unwrap_or("");
+    let handle = (plain.len() == 12 && !reference.contains(char::is_whitespace))
+        .then(|| reference.parse::<HandleRef>().ok())
+        .flatten();
+    match handle {
+        Some(handle) => (text, Some(handle)),
+        None => (item, None),
+    }
+}
+
 /// Characters of a request's first line that find it (a quote may be cut or re-joined).
 const REQUEST_CHARS: usize = 60;
 

@@ -2,9 +2,9 @@
 //! one, so that the trail accumulates over repeated compactions.
 
 use super::gather::shows_fixed;
+use super::handles::split_handle;
 use super::render::{
     COMMANDS, ERRORS, FILES, FILES_UNDER, FIXED, FROM, LEFT_OUT, REQUESTS, ROOT, SAME_SOURCE,
-    split_handle,
 };
 use super::{ErrorEntry, LeftOut, Trail};
 use crate::extract as errors;

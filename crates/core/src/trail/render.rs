@@ -11,6 +11,7 @@
 //! identifier.
 
 use super::commands::{self, Detail as CommandDetail};
+use super::handles::with_handle;
 use super::tree::{self, Detail as FileDetail, Layout};
 use super::{ErrorEntry, LeftOut, Trail};
 use crate::estimate::{ClassCounts, Estimator};
@@ -29,39 +30,6 @@ pub(crate) const FROM: &str = " (from `";
 /// An error from the same call as the error listed just before it: its source is written
 /// once (a test run's ten failures would otherwise repeat the command ten times).
 pub(crate) const SAME_SOURCE: &str = " (same)";
-/// With recall on, what comes before the handle that holds an entry's removed content, at
-/// the end of its line (`- src/lib.rs edited · recall 3f9a1c2b7d40`). The word is the
-/// tool's: a model that copies `recall 3f9a1c2b7d40` into the tool's `handle` gets it.
-pub(crate) const RECALL: &str = " · recall ";
-
-/// `line` ending with `handle`, when there is one.
-pub(crate) fn with_handle(mut line: String, handle: Option<HandleRef>) -> String {
-    if let Some(HandleRef { handle, part }) = handle {
-        line.push_str(RECALL);
-        line.push_str(&handle.to_string());
-        if let Some(part) = part {
-            line.push_str(&format!("/{part}"));
-        }
-    }
-    line
-}
-
-/// An entry's text and the handle at its end, if it has one (the inverse of
-/// [`with_handle`]): only 12 hex digits (and a part) after [`RECALL`] are a handle.
-pub(crate) fn split_handle(item: &str) -> (&str, Option<HandleRef>) {
-    let Some((text, reference)) = item.rsplit_once(RECALL) else {
-        return (item, None);
-    };
-    let plain = reference.split('/').next().unwrap_or("");
-    let handle = (plain.len() == 12 && !reference.contains(char::is_whitespace))
-        .then(|| reference.parse::<HandleRef>().ok())
-        .flatten();
-    match handle {
-        Some(handle) => (text, Some(handle)),
-        None => (item, None),
-    }
-}
-
 /// The entries that fit, as lines, by kind, in display order.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Rendered {

@@ -21,7 +21,7 @@
 use std::collections::BTreeMap;
 
 use super::FileEntry;
-use super::render::{split_handle, with_handle};
+use super::handles::{split_handle, with_handle};
 use crate::recall::{Handle, HandleRef};
 use crate::tool_names::FileOp;
 
