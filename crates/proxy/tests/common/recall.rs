@@ -4,16 +4,19 @@
 #![allow(dead_code)]
 
 use cascade_proxy::ProxyConfig;
-use cascade_proxy::config::IN_MEMORY_DB;
+use cascade_proxy::config::{Gauge, IN_MEMORY_DB};
 use serde_json::Value;
 
-/// Recall on, an in-memory store, no discovery, an 8,000-token window.
+/// Recall on, an in-memory store, no discovery, an 8,000-token window; the usage the
+/// upstream reported passed on as summed over the rounds (`gauge = "upstream"`: the
+/// default rescales a Responses answer to the client's size, `tests/gauge.rs`).
 pub fn config(upstream: &str) -> ProxyConfig {
     let mut config = ProxyConfig::new(upstream.to_owned());
     config.state.path = IN_MEMORY_DB.into();
     config.window.discover = false;
     config.window.force = Some(8_000);
     config.requests.recall = true;
+    config.requests.gauge = Gauge::Upstream;
     config
 }
 
