@@ -51,6 +51,9 @@ async fn main() {
     config.window.discover = false;
     config.window.force = Some(8_000);
     config.requests.recall = true;
+    // The SDK tests check the usage summed over the rounds, as the upstream reported it
+    // (the default gauge rescales a Responses answer to the client's size).
+    config.requests.gauge = cascade_proxy::config::Gauge::Upstream;
     let proxy_listener = bind(proxy_port).await;
     println!(
         "recalling model on {}, proxy on http://127.0.0.1:{proxy_port}",
