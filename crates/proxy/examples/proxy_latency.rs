@@ -19,7 +19,7 @@ mod scripted;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use latency::{fast_path_taken, start_proxy};
+use latency::{fast_path_taken, send, start_proxy};
 use serde_json::json;
 
 fn prose(n: usize, chars: usize) -> String {
@@ -49,24 +49,6 @@ fn body(task: &str, model: &str, exchanges: usize, chars: usize) -> Vec<u8> {
     }
     serde_json::to_vec(&json!({"model": model, "max_tokens": 1024, "messages": list}))
         .unwrap_or_default()
-}
-
-async fn send(client: &reqwest::Client, url: &str, body: &[u8]) -> Duration {
-    let start = Instant::now();
-    let response = client
-        .post(url)
-        .header("content-type", "application/json")
-        .body(body.to_vec())
-        .send()
-        .await;
-    match response {
-        Ok(r) if r.status().is_success() => {
-            let _ = r.bytes().await;
-        }
-        Ok(r) => eprintln!("proxy_latency: HTTP {}", r.status()),
-        Err(e) => eprintln!("proxy_latency: {e}"),
-    }
-    start.elapsed()
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {

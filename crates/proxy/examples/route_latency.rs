@@ -22,14 +22,13 @@ mod scripted;
 #[path = "../../core/tests/common/to_anthropic.rs"]
 mod to_anthropic;
 
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use context_cascade::Role;
-use latency::{fast_path_taken, start_proxy};
+use latency::{
+    arg, fast_path_taken, percentile_ms as percentile, scripted_upstream, send, session,
+    start_proxy,
+};
 use serde_json::{Value, json};
-
-const FIXTURE: &str = "transcripts/claude-code__spotter__ae4a77f8-main.json";
 
 /// One route: its path, and the session up to a call point as a body of its format.
 struct Route {
@@ -119,35 +118,6 @@ const ROUTES: [Route; 3] = [
     },
 ];
 
-async fn send(client: &reqwest::Client, url: &str, body: &[u8]) -> Duration {
-    let start = Instant::now();
-    let response = (client.post(url))
-        .header("content-type", "application/json")
-        .body(body.to_vec())
-        .send()
-        .await;
-    match response {
-        Ok(r) if r.status().is_success() => {
-            let _ = r.bytes().await;
-        }
-        Ok(r) => eprintln!("route_latency: HTTP {} from {url}", r.status()),
-        Err(e) => eprintln!("route_latency: {e}"),
-    }
-    start.elapsed()
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> f64 {
-    let index = ((sorted.len().max(1) - 1) as f64 * p).round() as usize;
-    sorted.get(index).map_or(0.0, |d| d.as_secs_f64() * 1000.0)
-}
-
-fn arg(args: &[String], name: &str, default: usize) -> usize {
-    (args.iter().position(|a| a == name))
-        .and_then(|i| args.get(i + 1))
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(default)
-}
-
 /// Per route, the added times of one scenario.
 type Added = Vec<Vec<Duration>>;
 
@@ -156,21 +126,8 @@ async fn main() {
     let args: Vec<String> = std::env::args().collect();
     let (runs, n) = (arg(&args, "--runs", 3), arg(&args, "--n", 100));
     let off = args.iter().any(|a| a == "--off");
-    let fixture: Value =
-        serde_json::from_slice(&std::fs::read(cascade_test_support::fixture(FIXTURE)).unwrap())
-            .unwrap();
-    let messages = fixture["messages"].as_array().unwrap().clone();
-    let roles = messages
-        .iter()
-        .map(|m| Role::parse(m["role"].as_str().unwrap()).unwrap());
-    let points = context_cascade::replay::call_points(roles);
-
-    let mut script = scripted::Script::new(u64::MAX);
-    script.report_usage = false; // a fixed calibration: the same decision on every request
-    let script = Arc::new(script);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let upstream = format!("http://{}", listener.local_addr().unwrap());
-    let _upstream = scripted::serve(script.clone(), listener);
+    let (messages, points) = session();
+    let (script, upstream, _upstream) = scripted_upstream().await;
     let client = reqwest::Client::new();
 
     for route in &ROUTES {

@@ -15,95 +15,35 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, unreachable_pub)] // a development tool: a failure ends the run
 
+mod latency;
 #[path = "../tests/common/scripted.rs"]
 mod scripted;
 
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use context_cascade::Role;
-use serde_json::{Value, json};
+use latency::{arg, percentile_ms as percentile, scripted_upstream, send, session};
+use serde_json::json;
 
-const FIXTURE: &str = "transcripts/claude-code__spotter__ae4a77f8-main.json";
-
-/// A proxy in this process keeping `memory_mb` of sticky prefixes; its base URL.
+/// A proxy in this process keeping `memory_mb` of sticky prefixes, `gpt-4o`'s window 64K;
+/// its base URL.
 async fn start_proxy(upstream: &str, memory_mb: u64) -> String {
     let mut config = cascade_proxy::ProxyConfig::new(upstream.to_owned());
     config.window.models = [("gpt-4o".to_owned(), 64_000)].into_iter().collect();
-    config.state.path = cascade_proxy::config::IN_MEMORY_DB.into();
-    config.window.discover = false;
-    config.limits.max_request_bytes = 64 << 20;
     config.limits.sticky_memory_mb = memory_mb;
-    let px = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", px.local_addr().unwrap());
-    tokio::spawn(async move {
-        if let Err(e) = cascade_proxy::serve(config, px).await {
-            eprintln!("proxy: {e}");
-        }
-    });
-    url
-}
-
-async fn send(client: &reqwest::Client, url: &str, body: &[u8]) -> Duration {
-    let start = Instant::now();
-    let response = (client.post(format!("{url}/v1/chat/completions")))
-        .header("content-type", "application/json")
-        .body(body.to_vec())
-        .send()
-        .await;
-    match response {
-        Ok(r) if r.status().is_success() => {
-            let _ = r.bytes().await;
-        }
-        Ok(r) => eprintln!("sticky_latency: HTTP {} from {url}", r.status()),
-        Err(e) => eprintln!("sticky_latency: {e}"),
-    }
-    start.elapsed()
+    latency::serve(config).await
 }
 
 /// `cascade_prefix_reused_total` of the proxy at `url`.
 async fn reused(client: &reqwest::Client, url: &str) -> u64 {
-    let text = match client.get(format!("{url}/metrics")).send().await {
-        Ok(response) => response.text().await.unwrap_or_default(),
-        Err(_) => String::new(),
-    };
-    (text.lines())
-        .find_map(|l| l.strip_prefix("cascade_prefix_reused_total "))
-        .and_then(|n| n.trim().parse().ok())
-        .unwrap_or(0)
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> f64 {
-    let index = ((sorted.len().max(1) - 1) as f64 * p).round() as usize;
-    sorted.get(index).map_or(0.0, |d| d.as_secs_f64() * 1000.0)
-}
-
-fn arg(args: &[String], name: &str, default: usize) -> usize {
-    (args.iter().position(|a| a == name))
-        .and_then(|i| args.get(i + 1))
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(default)
+    latency::counter(client, url, "cascade_prefix_reused_total").await
 }
 
 #[tokio::main]
 async fn main() {
     let args: Vec<String> = std::env::args().collect();
     let (runs, n) = (arg(&args, "--runs", 3), arg(&args, "--n", 60));
-    let fixture: Value =
-        serde_json::from_slice(&std::fs::read(cascade_test_support::fixture(FIXTURE)).unwrap())
-            .unwrap();
-    let messages = fixture["messages"].as_array().unwrap().clone();
-    let roles = messages
-        .iter()
-        .map(|m| Role::parse(m["role"].as_str().unwrap()).unwrap());
-    let points = context_cascade::replay::call_points(roles);
-
-    let mut script = scripted::Script::new(u64::MAX);
-    script.report_usage = false; // a fixed calibration: the same decision on every request
-    let script = Arc::new(script);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let upstream = format!("http://{}", listener.local_addr().unwrap());
-    let _upstream = scripted::serve(script.clone(), listener);
+    let (messages, points) = session();
+    let (script, upstream, _upstream) = scripted_upstream().await;
     let client = reqwest::Client::new();
 
     println!(
@@ -127,9 +67,9 @@ async fn main() {
             let body = serde_json::to_vec(&json!({"model": "gpt-4o", "max_tokens": 4096,
                 "messages": window}))
             .unwrap();
-            let d = send(&client, &upstream, &body).await;
-            let a = send(&client, &memory, &body).await;
-            let b = send(&client, &store, &body).await;
+            let d = send(&client, &format!("{upstream}/v1/chat/completions"), &body).await;
+            let a = send(&client, &format!("{memory}/v1/chat/completions"), &body).await;
+            let b = send(&client, &format!("{store}/v1/chat/completions"), &body).await;
             if i >= warm {
                 times[0].push(d);
                 times[1].push(a.max(d) - d);
