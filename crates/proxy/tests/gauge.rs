@@ -29,14 +29,19 @@ fn answer(r: &Recorded) -> axum::response::Response {
     upstream::json(200, upstream::anthropic_message("ok", REPORTED))
 }
 
-async fn reported(gauge: Gauge, turns: usize, stream: bool) -> (u64, String) {
-    let up = upstream::start(|_, r| answer(r)).await;
-    let mut config = ProxyConfig::new(up.base.clone());
+/// A proxy with `gauge` at an 8,000-token window in front of `upstream`; its base URL.
+async fn start(upstream: &str, gauge: Gauge) -> String {
+    let mut config = ProxyConfig::new(upstream.to_owned());
     config.state.path = IN_MEMORY_DB.into();
     config.window.discover = false;
     config.window.force = Some(8_000);
     config.requests.gauge = gauge;
-    let (proxy, _) = common::start_proxy(config).await;
+    common::start_proxy(config).await.0
+}
+
+async fn reported(gauge: Gauge, turns: usize, stream: bool) -> (u64, String) {
+    let up = upstream::start(|_, r| answer(r)).await;
+    let proxy = start(&up.base, gauge).await;
     let mut messages = vec![json!({"role": "user", "content": "Fix the build."})];
     for i in 0..turns {
         messages.push(
@@ -100,12 +105,7 @@ fn responses_answer() -> axum::response::Response {
 /// What a Responses client is told its prompt took after the cascade compacted it.
 async fn reported_responses(gauge: Gauge, turns: usize) -> u64 {
     let up = upstream::start(|_, _| responses_answer()).await;
-    let mut config = ProxyConfig::new(up.base.clone());
-    config.state.path = IN_MEMORY_DB.into();
-    config.window.discover = false;
-    config.window.force = Some(8_000);
-    config.requests.gauge = gauge;
-    let (proxy, _) = common::start_proxy(config).await;
+    let proxy = start(&up.base, gauge).await;
     let mut input = vec![json!({"type": "message", "role": "user",
         "content": [{"type": "input_text", "text": "Fix the build."}]})];
     for i in 0..turns {

@@ -36,15 +36,7 @@ fn compact<'py>(
     pretty: bool,
     summarizer: Option<Py<PyAny>>,
 ) -> PyResult<(Bound<'py, PyBytes>, String)> {
-    let options = CompactOptions {
-        window,
-        model,
-        reserve,
-        config,
-        pretty,
-        summarizer: summarizer.map(|s| summarizer::shared(py, s)),
-        calibration: None,
-    };
+    let options = work::options(py, window, model, reserve, config, pretty, summarizer);
     let (out, report, _) = compact_with(py, body, &options)?;
     Ok((out, report))
 }
@@ -64,15 +56,7 @@ fn compact_dict<'py>(
     config: Option<std::path::PathBuf>,
     summarizer: Option<Py<PyAny>>,
 ) -> PyResult<Option<(Bound<'py, PyAny>, String)>> {
-    let options = CompactOptions {
-        window,
-        model,
-        reserve,
-        config,
-        pretty: false,
-        summarizer: summarizer.map(|s| summarizer::shared(py, s)),
-        calibration: None,
-    };
+    let options = work::options(py, window, model, reserve, config, false, summarizer);
     Ok(compact_object(py, body, &options)?.map(|(value, report, _)| (value, report)))
 }
 

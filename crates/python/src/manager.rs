@@ -12,7 +12,6 @@ use cascade_cli::embed::{self, CompactOptions};
 use context_cascade::Calibration;
 
 use crate::errors::{json_error, native_error};
-use crate::summarizer;
 use crate::work::{compact_object, compact_with};
 
 /// A cascade with fixed options whose calibration persists across calls.
@@ -56,15 +55,7 @@ impl Manager {
         summarizer: Option<Py<PyAny>>,
     ) -> Self {
         Manager {
-            options: CompactOptions {
-                window,
-                model,
-                reserve,
-                config,
-                pretty: false,
-                summarizer: summarizer.map(|s| summarizer::shared(py, s)),
-                calibration: None,
-            },
+            options: crate::work::options(py, window, model, reserve, config, false, summarizer),
             calibration: Mutex::new(Calibration::default()),
         }
     }

@@ -48,3 +48,25 @@ fn detached(
         Ok((compacted.body, report, compacted.calibration))
     })
 }
+
+/// The options of one compaction from a Python call's keyword arguments (`summarizer`: a
+/// Python callable, see `summarizer.rs`); no calibration yet.
+pub(crate) fn options(
+    py: Python<'_>,
+    window: Option<u64>,
+    model: Option<String>,
+    reserve: Option<u64>,
+    config: Option<std::path::PathBuf>,
+    pretty: bool,
+    summarizer: Option<Py<PyAny>>,
+) -> CompactOptions {
+    CompactOptions {
+        window,
+        model,
+        reserve,
+        config,
+        pretty,
+        summarizer: summarizer.map(|s| crate::summarizer::shared(py, s)),
+        calibration: None,
+    }
+}
