@@ -9,6 +9,11 @@ mod allocator;
 
 fn main() -> ExitCode {
     allocator::tune();
+    // The proxy runs for days and gives freed pages back; any other command ends after one
+    // job. A `proxy` anywhere among the arguments keeps the proxy's settings (the safe side).
+    if !std::env::args_os().any(|arg| arg == "proxy") {
+        allocator::keep_freed_pages();
+    }
     cascade_cli::on_worker_idle(allocator::release_thread_cache);
     ExitCode::from(cascade_cli::run(std::env::args_os()))
 }
