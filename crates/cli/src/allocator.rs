@@ -112,9 +112,10 @@ pub(crate) fn release_thread_cache() {
 /// For a command that ends when its one job is done (every command but `proxy`): nothing is
 /// given back to the system before the exit, which returns it all. The proxy's settings
 /// above purge freed pages at once; in a one-shot `cascade compact` of a 1.2 MB request that
-/// was ~10% of the process's samples (`madvise` and the page faults that follow), and
-/// without it the whole process took 19.8 ms against 24.2 ms (median of 21, idle,
-/// docs/benchmarks.md §1's concat-1.3mb at 32K). `_RJEM_MALLOC_CONF` set by the operator wins.
+/// was ~10% of the process's samples (`madvise` and the page faults that follow). Set here,
+/// after the background thread started: 23.0 → 21.2 ms (median of 21, same binary, idle,
+/// docs/benchmarks.md §1's concat-1.3mb at 32K); the same settings in the environment
+/// before start gave 24.2 → 19.8 ms. `_RJEM_MALLOC_CONF` set by the operator wins.
 pub(crate) fn keep_freed_pages() {
     #[cfg(all(feature = "jemalloc", not(feature = "mimalloc")))]
     if std::env::var_os("_RJEM_MALLOC_CONF").is_none() {
