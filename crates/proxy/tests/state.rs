@@ -171,6 +171,8 @@ async fn calibration_survives_a_restart() {
     let h = common::start_on_disk(Script::new(1_000_000), &db, 128_000).await;
     let body = json!({"model": "gpt-4o", "messages": history(3, 400, LAST)});
     assert_eq!(post(&h, "/v1/chat/completions", &body).await.status(), 200);
+    // Persisted in the background: what a graceful shutdown waits for.
+    assert!(h.state.flush(std::time::Duration::from_secs(5)).await);
     let before = h.state.manager().calibration().get("gpt-4o").unwrap();
     let mut config = cascade_proxy::ProxyConfig::new(h.upstream.clone());
     config.state.path = db.path.clone();

@@ -119,9 +119,7 @@ impl Answering<'_> {
         // Only the first round's count is the request's: the scan reads it alone.
         let body = scan_usage(provider, events, move |tokens| {
             calibrator.observe_sent(&model, prior, counted, tokens);
-            // The stream's callback is synchronous: the write goes on its own task.
-            let (calibrator, model) = (calibrator.clone(), model.clone());
-            tokio::spawn(async move { calibrator.save(&model).await });
+            calibrator.persist(&model);
         });
         let body = match splice {
             Some(splice) => splice.run(body, self.idle).boxed(),

@@ -114,6 +114,7 @@ impl AppState {
             manager.clone(),
             labels.clone(),
             store.clone(),
+            writes.clone(),
         ));
         let limits = Limits::from_config(&config);
         let state = AppState {

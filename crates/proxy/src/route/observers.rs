@@ -158,8 +158,8 @@ impl Observer for StickyRecording {
     }
 }
 
-/// Persists the model's calibration after an answer (or an exhausted recovery, whose calls
-/// observed it too).
+/// Persists the model's calibration in the background after an answer (or an exhausted
+/// recovery, whose calls observed it too).
 struct CalibrationSaving(Arc<Calibrator>);
 
 impl Observer for CalibrationSaving {
@@ -169,7 +169,7 @@ impl Observer for CalibrationSaving {
                 outcome.ended,
                 CallOutcome::Answered | CallOutcome::Exhausted
             ) {
-                self.0.save(&outcome.model).await;
+                self.0.persist(&outcome.model);
             }
         })
     }

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use context_cascade::ContextManager;
 
 use crate::state::StateStore;
+use crate::state::writes::Writes;
 use crate::window::labels::ModelLabels;
 
 /// The engine's calibration and where it is persisted.
@@ -14,6 +15,8 @@ pub(crate) struct Calibrator {
     manager: Arc<ContextManager>,
     labels: Arc<ModelLabels>,
     store: Arc<dyn StateStore>,
+    /// Where the writes run: in the background, flushed at a graceful shutdown.
+    writes: Writes,
 }
 
 impl Calibrator {
@@ -21,11 +24,13 @@ impl Calibrator {
         manager: Arc<ContextManager>,
         labels: Arc<ModelLabels>,
         store: Arc<dyn StateStore>,
+        writes: Writes,
     ) -> Self {
         Calibrator {
             manager,
             labels,
             store,
+            writes,
         }
     }
 
@@ -35,15 +40,21 @@ impl Calibrator {
         self.manager.observe_sent(model, prior, counted, tokens);
     }
 
-    /// Persists the calibration of `model` after an observation (only for an admitted name).
-    pub(crate) async fn save(&self, model: &str) {
+    /// Persists the calibration of `model` after an observation (only for an admitted name),
+    /// in the background: a local store's write is a synced transaction, and the answer it
+    /// followed had waited for it (about a millisecond a request, issue 27). A restarted
+    /// proxy loses at most the observations of writes a graceful shutdown could not flush.
+    pub(crate) fn persist(self: &Arc<Self>, model: &str) {
         if !self.labels.is_known(model) {
             return;
         }
-        if let Some(scale) = self.manager.calibration().get(model)
-            && let Err(e) = self.store.save_scale(model, scale).await
-        {
-            tracing::warn!(error = %e, "could not persist the calibration");
-        }
+        let (calibrator, model) = (self.clone(), model.to_owned());
+        self.writes.spawn(async move {
+            if let Some(scale) = calibrator.manager.calibration().get(&model)
+                && let Err(e) = calibrator.store.save_scale(&model, scale).await
+            {
+                tracing::warn!(error = %e, "could not persist the calibration");
+            }
+        });
     }
 }

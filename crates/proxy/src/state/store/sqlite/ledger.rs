@@ -85,19 +85,16 @@ impl Ledger {
         let transaction = self.connection.unchecked_transaction()?;
         let (mut evicted, mut stored) = (0, self.stored);
         for table in SIZED {
-            let freed: i64 = transaction.query_row(
-                &format!(
+            let freed: i64 = transaction
+                .prepare_cached(&format!(
                     "SELECT COALESCE(SUM({}), 0) FROM {} WHERE touched < ?1",
                     table.size, table.name
-                ),
-                params![cutoff],
-                |row| row.get(0),
-            )?;
+                ))?
+                .query_row(params![cutoff], |row| row.get(0))?;
             stored = stored.saturating_sub(freed.max(0) as u64);
-            evicted += transaction.execute(
-                &format!("DELETE FROM {} WHERE touched < ?1", table.name),
-                params![cutoff],
-            )?;
+            evicted += transaction
+                .prepare_cached(&format!("DELETE FROM {} WHERE touched < ?1", table.name))?
+                .execute(params![cutoff])?;
         }
         evicted += make_room(&transaction, &mut stored, self.retention.max_bytes, 0)?;
         transaction.commit()?;
@@ -115,10 +112,15 @@ impl Ledger {
     ) -> rusqlite::Result<()> {
         let bytes = key.len() + summary.len();
         self.replace(&SUMMARIES, key, bytes, |c| {
-            c.execute(
+            c.prepare_cached(
                 "INSERT INTO summaries (key, max_tokens, summary, touched) VALUES (?1, ?2, ?3, ?4)",
-                params![key, clamp_i64(max_tokens), summary, clamp_i64(now())],
-            )
+            )?
+            .execute(params![
+                key,
+                clamp_i64(max_tokens),
+                summary,
+                clamp_i64(now())
+            ])
         })
     }
 
@@ -130,10 +132,10 @@ impl Ledger {
     ) -> rusqlite::Result<()> {
         let bytes = conversation.len() + record.len();
         self.replace(&SESSIONS, conversation, bytes, |c| {
-            c.execute(
+            c.prepare_cached(
                 "INSERT INTO sessions (conversation, session, touched) VALUES (?1, ?2, ?3)",
-                params![conversation, record, clamp_i64(now())],
-            )
+            )?
+            .execute(params![conversation, record, clamp_i64(now())])
         })
     }
 
@@ -156,11 +158,8 @@ impl Ledger {
     ) -> rusqlite::Result<bool> {
         let known = self
             .connection
-            .query_row(
-                "SELECT 1 FROM facts WHERE conversation = ?1 AND hash = ?2",
-                params![conversation, hash],
-                |_| Ok(()),
-            )
+            .prepare_cached("SELECT 1 FROM facts WHERE conversation = ?1 AND hash = ?2")?
+            .query_row(params![conversation, hash], |_| Ok(()))
             .optional()?;
         let bytes = conversation.len() + hash.len() + text.len();
         if known.is_some() || !self.retention.fits("fact", bytes) {
@@ -174,17 +173,16 @@ impl Ledger {
             self.retention.max_bytes,
             bytes as u64,
         )?;
-        let seq: i64 = transaction.query_row(
-            "SELECT COALESCE(MAX(seq), 0) + 1 FROM facts WHERE conversation = ?1",
-            params![conversation],
-            |row| row.get(0),
-        )?;
+        let seq: i64 = transaction
+            .prepare_cached("SELECT COALESCE(MAX(seq), 0) + 1 FROM facts WHERE conversation = ?1")?
+            .query_row(params![conversation], |row| row.get(0))?;
         // OR IGNORE: another process may have written the same fact since the check.
-        let inserted = transaction.execute(
-            "INSERT OR IGNORE INTO facts (conversation, hash, seq, text, touched)
+        let inserted = transaction
+            .prepare_cached(
+                "INSERT OR IGNORE INTO facts (conversation, hash, seq, text, touched)
              VALUES (?1, ?2, ?3, ?4, ?5)",
-            params![conversation, hash, seq, text, clamp_i64(now())],
-        )?;
+            )?
+            .execute(params![conversation, hash, seq, text, clamp_i64(now())])?;
         transaction.commit()?;
         self.stored = stored + if inserted > 0 { bytes as u64 } else { 0 };
         Ok(inserted > 0)
@@ -272,14 +270,11 @@ fn give_back_free_pages(connection: &Connection) -> rusqlite::Result<()> {
 /// Deletes the row of `table` named `key`; returns the bytes it counted.
 fn delete_by_key(connection: &Connection, table: &Table, key: &str) -> rusqlite::Result<u64> {
     let freed: Option<i64> = connection
-        .query_row(
-            &format!(
-                "DELETE FROM {} WHERE {} = ?1 RETURNING {}",
-                table.name, table.key, table.size
-            ),
-            params![key],
-            |row| row.get(0),
-        )
+        .prepare_cached(&format!(
+            "DELETE FROM {} WHERE {} = ?1 RETURNING {}",
+            table.name, table.key, table.size
+        ))?
+        .query_row(params![key], |row| row.get(0))
         .optional()?;
     Ok(freed.unwrap_or(0).max(0) as u64)
 }
@@ -294,12 +289,15 @@ fn make_room(
     incoming: u64,
 ) -> rusqlite::Result<usize> {
     let over = |stored: u64| stored.saturating_add(incoming) > cap;
+    let mut evicted = 0;
+    if !over(*stored) {
+        return Ok(evicted);
+    }
     let union = (SIZED.iter().enumerate())
         .map(|(i, t)| format!("SELECT {i}, rowid, touched, {} FROM {}", t.size, t.name))
         .collect::<Vec<_>>()
         .join(" UNION ALL ");
     let oldest = format!("{union} ORDER BY 3, 2 LIMIT {EVICTION_BATCH}");
-    let mut evicted = 0;
     while over(*stored) {
         let batch: Vec<(usize, i64, i64)> = {
             let mut statement = connection.prepare_cached(&oldest)?;
@@ -318,10 +316,9 @@ fn make_room(
             let Some(Table { name, .. }) = SIZED.get(table) else {
                 return Err(rusqlite::Error::IntegralValueOutOfRange(0, table as i64));
             };
-            evicted += connection.execute(
-                &format!("DELETE FROM {name} WHERE rowid = ?1"),
-                params![rowid],
-            )?;
+            evicted += connection
+                .prepare_cached(&format!("DELETE FROM {name} WHERE rowid = ?1"))?
+                .execute(params![rowid])?;
             *stored = stored.saturating_sub(bytes.max(0) as u64);
         }
     }
@@ -332,14 +329,12 @@ fn make_room(
 pub(super) fn total_bytes(connection: &Connection) -> rusqlite::Result<u64> {
     let mut total = 0u64;
     for table in SIZED {
-        let bytes: i64 = connection.query_row(
-            &format!(
+        let bytes: i64 = connection
+            .prepare_cached(&format!(
                 "SELECT COALESCE(SUM({}), 0) FROM {}",
                 table.size, table.name
-            ),
-            [],
-            |r| r.get(0),
-        )?;
+            ))?
+            .query_row([], |r| r.get(0))?;
         total = total.saturating_add(bytes.max(0) as u64);
     }
     Ok(total)

@@ -115,21 +115,19 @@ pub(super) fn prepare(connection: &Connection) -> rusqlite::Result<()> {
 }
 
 pub(super) fn summary(c: &Connection, key: &str) -> rusqlite::Result<Option<(String, u64)>> {
-    c.query_row(
-        "SELECT summary, max_tokens FROM summaries WHERE key = ?1",
-        params![key],
-        |row| {
+    c.prepare_cached("SELECT summary, max_tokens FROM summaries WHERE key = ?1")?
+        .query_row(params![key], |row| {
             Ok((
                 row.get::<_, String>(0)?,
                 row.get::<_, i64>(1)?.max(0) as u64,
             ))
-        },
-    )
-    .optional()
+        })
+        .optional()
 }
 
 pub(super) fn calibration(c: &Connection) -> rusqlite::Result<Vec<(String, Scale)>> {
-    let mut statement = c.prepare("SELECT model, scale, observations, weight FROM calibration")?;
+    let mut statement =
+        c.prepare_cached("SELECT model, scale, observations, weight FROM calibration")?;
     let rows = statement.query_map([], |row| {
         Ok((
             row.get::<_, String>(0)?,
@@ -144,22 +142,22 @@ pub(super) fn calibration(c: &Connection) -> rusqlite::Result<Vec<(String, Scale
 }
 
 pub(super) fn save_scale(c: &Connection, model: &str, scale: Scale) -> rusqlite::Result<()> {
-    c.execute(
+    c.prepare_cached(
         "INSERT OR REPLACE INTO calibration (model, scale, observations, weight) \
          VALUES (?1, ?2, ?3, ?4)",
-        params![
-            model,
-            scale.scale,
-            clamp_i64(scale.observations),
-            scale.weight
-        ],
-    )?;
+    )?
+    .execute(params![
+        model,
+        scale.scale,
+        clamp_i64(scale.observations),
+        scale.weight
+    ])?;
     Ok(())
 }
 
 pub(super) fn learned_windows(c: &Connection) -> rusqlite::Result<Vec<(String, u64, bool)>> {
     let mut statement =
-        c.prepare("SELECT model, limit_tokens, counts_reserve FROM learned_windows")?;
+        c.prepare_cached("SELECT model, limit_tokens, counts_reserve FROM learned_windows")?;
     let rows = statement.query_map([], |row| {
         Ok((
             row.get::<_, String>(0)?,
@@ -176,11 +174,11 @@ pub(super) fn save_learned_window(
     limit: u64,
     counts_reserve: bool,
 ) -> rusqlite::Result<()> {
-    c.execute(
+    c.prepare_cached(
         "INSERT OR REPLACE INTO learned_windows (model, limit_tokens, counts_reserve) \
          VALUES (?1, ?2, ?3)",
-        params![model, clamp_i64(limit), i64::from(counts_reserve)],
-    )?;
+    )?
+    .execute(params![model, clamp_i64(limit), i64::from(counts_reserve)])?;
     Ok(())
 }
 
@@ -196,24 +194,22 @@ pub(super) fn recall_rows(c: &Connection, conversation: &str) -> rusqlite::Resul
 /// Marks a conversation's facts as used now (they were put back into a request), so that
 /// the time to live counts from their last use.
 pub(super) fn touch_facts(c: &Connection, conversation: &str) -> rusqlite::Result<()> {
-    c.execute(
-        "UPDATE facts SET touched = ?2 WHERE conversation = ?1",
-        params![conversation, clamp_i64(now())],
-    )?;
+    c.prepare_cached("UPDATE facts SET touched = ?2 WHERE conversation = ?1")?
+        .execute(params![conversation, clamp_i64(now())])?;
     Ok(())
 }
 
 pub(super) fn facts(c: &Connection, conversation: &str) -> rusqlite::Result<Vec<String>> {
-    let mut statement = c.prepare("SELECT text FROM facts WHERE conversation = ?1 ORDER BY seq")?;
+    let mut statement =
+        c.prepare_cached("SELECT text FROM facts WHERE conversation = ?1 ORDER BY seq")?;
     let rows = statement.query_map(params![conversation], |row| row.get::<_, String>(0))?;
     rows.collect()
 }
 
 pub(super) fn session_count(c: &Connection) -> rusqlite::Result<u64> {
-    c.query_row("SELECT COUNT(*) FROM sessions", [], |row| {
-        row.get::<_, i64>(0)
-    })
-    .map(|n| n.max(0) as u64)
+    c.prepare_cached("SELECT COUNT(*) FROM sessions")?
+        .query_row([], |row| row.get::<_, i64>(0))
+        .map(|n| n.max(0) as u64)
 }
 
 /// A conversation's record; one of another version reads as none.
@@ -222,11 +218,8 @@ pub(super) fn session(
     conversation: &str,
 ) -> rusqlite::Result<Option<StoredSession>> {
     let record: Option<Vec<u8>> = c
-        .query_row(
-            "SELECT session FROM sessions WHERE conversation = ?1",
-            params![conversation],
-            |row| row.get(0),
-        )
+        .prepare_cached("SELECT session FROM sessions WHERE conversation = ?1")?
+        .query_row(params![conversation], |row| row.get(0))
         .optional()?;
     Ok(record.and_then(|bytes| StoredSession::from_bytes(&bytes)))
 }
