@@ -31,16 +31,20 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 /// jemalloc's settings, read at its first allocation (the crate prefixes its symbols, hence
-/// the name). Freed pages go back to the system at once (`dirty_decay_ms:0`; the default
-/// 10 s would still hold the load's memory when the after-load figure is taken), through a
-/// background thread that also purges idle arenas; two arenas, as `ARENA_MAX` for glibc.
-/// Measured against the default decay (10 s) and jemalloc's arenas per core: peak 360 →
-/// 275 MB, after the load 86 → 74 MB, and more requests served. `_RJEM_MALLOC_CONF` in the
-/// environment overrides any of them.
+/// the name). Freed pages go back to the system after a second (`dirty_decay_ms:1000`; the
+/// default 10 s would still hold the load's memory when the after-load figure is taken),
+/// through a background thread that also purges idle arenas; two arenas, as `ARENA_MAX` for
+/// glibc. Measured against the default decay and jemalloc's arenas per core: peak 360 →
+/// 275 MB, after the load 86 → 74 MB, more requests served. The decay was 0 (given back at
+/// once) until every request was seen to fault its pages in afresh: with 1 s, side by side
+/// (`scripts/load.py`, 200 clients × 20 s, chat / responses) 18–21% more requests at 32–35%
+/// less CPU each, the peak 185 → 215–224 MB, 10 s after the same 27 MB; one client's 490 kB
+/// requests (issue 27) 0.8–1.1 ms added at p50 instead of 1.9–3.4. `_RJEM_MALLOC_CONF` in
+/// the environment overrides any of them (`dirty_decay_ms:0` for the earlier behaviour).
 #[cfg(all(feature = "jemalloc", not(feature = "mimalloc")))]
 #[unsafe(export_name = "_rjem_malloc_conf")]
-static JEMALLOC_CONF: &[u8; 67] =
-    b"background_thread:true,dirty_decay_ms:0,muzzy_decay_ms:0,narenas:2\0";
+static JEMALLOC_CONF: &[u8; 70] =
+    b"background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0,narenas:2\0";
 
 /// The settings of glibc's malloc, where it is the allocator.
 #[cfg(all(
@@ -110,12 +114,13 @@ pub(crate) fn release_thread_cache() {
 }
 
 /// For a command that ends when its one job is done (every command but `proxy`): nothing is
-/// given back to the system before the exit, which returns it all. The proxy's settings
-/// above purge freed pages at once; in a one-shot `cascade compact` of a 1.2 MB request that
-/// was ~10% of the process's samples (`madvise` and the page faults that follow). Set here,
-/// after the background thread started: 23.0 → 21.2 ms (median of 21, same binary, idle,
-/// docs/benchmarks.md §1's concat-1.3mb at 32K); the same settings in the environment
-/// before start gave 24.2 → 19.8 ms. `_RJEM_MALLOC_CONF` set by the operator wins.
+/// given back to the system before the exit, which returns it all. Purging freed pages, as
+/// the proxy's settings above do, was ~10% of a one-shot `cascade compact`'s samples on a
+/// 1.2 MB request (`madvise` and the page faults that follow, measured with a decay of 0).
+/// Set here, after the background thread started: 23.0 → 21.2 ms (median of 21, same
+/// binary, idle, docs/benchmarks.md §1's concat-1.3mb at 32K); the same settings in the
+/// environment before start gave 24.2 → 19.8 ms. `_RJEM_MALLOC_CONF` set by the operator
+/// wins.
 pub(crate) fn keep_freed_pages() {
     #[cfg(all(feature = "jemalloc", not(feature = "mimalloc")))]
     if std::env::var_os("_RJEM_MALLOC_CONF").is_none() {
