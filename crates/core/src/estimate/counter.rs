@@ -101,7 +101,9 @@ impl Counters {
     /// Compares an exact count of a request with what its provider counted; returns whether
     /// the model's counter was dropped by this observation.
     pub(crate) fn check(&self, model: &str, counted: u64, real: u64) -> bool {
-        if self.for_model(model).is_none() {
+        // A count of 0 is no count (an endpoint that fills `usage` with zeros), as for the
+        // calibration: it must not cost the model its tokenizer.
+        if real == 0 || self.for_model(model).is_none() {
             return false;
         }
         let allowed = (real as f64 * Self::TOLERANCE).max(Self::SLACK as f64);
@@ -168,6 +170,8 @@ mod tests {
         // Within 5% (or 32 tokens): the counter stays.
         assert!(!counters.check("gpt-4o", 10_000, 10_400));
         assert!(!counters.check("gpt-4o", 100, 130));
+        // A usage of zeros counted nothing.
+        assert!(!counters.check("gpt-4o", 10_000, 0));
         assert!(counters.for_model("gpt-4o").is_some());
         // A third more than counted: an endpoint with another tokenizer behind the name.
         assert!(counters.check("gpt-4o", 10_000, 13_300));

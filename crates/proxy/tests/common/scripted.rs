@@ -387,8 +387,10 @@ async fn responses(script: Arc<Script>, headers: HeaderMap, body: Bytes) -> Resp
     let text = format!("scripted reply to {items} items: {last}");
     let message = json!({"type": "message", "id": "msg_1", "status": "completed", "role": "assistant",
         "content": [{"type": "output_text", "text": text, "annotations": []}]});
-    let usage = json!({"input_tokens": tokens, "input_tokens_details": {"cached_tokens": 0},
-        "output_tokens": 5, "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": tokens + 5});
+    // Without usage reporting the counts are zero, which the proxy ignores.
+    let reported = if script.report_usage { tokens } else { 0 };
+    let usage = json!({"input_tokens": reported, "input_tokens_details": {"cached_tokens": 0},
+        "output_tokens": 5, "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": reported + 5});
     let done = response("completed", json!([message]), usage);
     if !stream {
         return json_response(200, done.to_string(), &[]);
