@@ -10,8 +10,13 @@
 //! "Added" is the proxy's time minus the direct call's, request by request, in one run with
 //! the routes interleaved. Not a test: numbers for docs/benchmarks.md.
 //!
+//! The proxy runs in this process (glibc's allocator, an in-memory store), or with
+//! `--binary PATH` as the shipped `cascade proxy` in its own process (its allocator, a
+//! SQLite file), which is what a user runs.
+//!
 //! ```text
 //! cargo run --release -p cascade-proxy --example route_latency [-- --runs 3 --n 100 --off]
+//! cargo run --release -p cascade-proxy --example route_latency -- --binary target/release/cascade
 //! ```
 
 #![allow(clippy::unwrap_used, clippy::expect_used, unreachable_pub)] // a development tool: a failure ends the run
@@ -26,7 +31,7 @@ use std::time::Duration;
 
 use latency::{
     arg, fast_path_taken, percentile_ms as percentile, scripted_upstream, send, session,
-    start_proxy,
+    spawn_binary, start_proxy,
 };
 use serde_json::{Value, json};
 
@@ -126,6 +131,7 @@ async fn main() {
     let args: Vec<String> = std::env::args().collect();
     let (runs, n) = (arg(&args, "--runs", 3), arg(&args, "--n", 100));
     let off = args.iter().any(|a| a == "--off");
+    let binary = (args.iter().position(|a| a == "--binary")).and_then(|i| args.get(i + 1));
     let (messages, points) = session();
     let (script, upstream, _upstream) = scripted_upstream().await;
     let client = reqwest::Client::new();
@@ -149,7 +155,15 @@ async fn main() {
         .collect();
     for run in 1..=runs {
         // Fresh proxies per run: every scenario starts with an unseen conversation.
-        let fast = start_proxy(&upstream, true, &windows).await;
+        // Dropped at the end of the run: the process ends, its folder goes.
+        let process = match binary {
+            Some(binary) => Some(spawn_binary(binary, &upstream, &windows).await),
+            None => None,
+        };
+        let fast = match &process {
+            Some(process) => process.url.clone(),
+            None => start_proxy(&upstream, true, &windows).await,
+        };
         let slow = if off {
             Some(start_proxy(&upstream, false, &windows).await)
         } else {

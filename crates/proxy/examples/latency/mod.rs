@@ -43,6 +43,69 @@ pub(crate) async fn serve(mut config: cascade_proxy::ProxyConfig) -> String {
     url
 }
 
+/// A `cascade proxy` process (the binary at `binary`: its own allocator, its SQLite file in
+/// a fresh folder) in front of `upstream` with the windows of `windows`, discovery off and
+/// room for the largest bodies, once `/healthz` answers. Dropping it ends the process and
+/// removes the folder.
+pub(crate) async fn spawn_binary(
+    binary: &str,
+    upstream: &str,
+    windows: &[(String, u64)],
+) -> ProxyProcess {
+    let dir = std::env::temp_dir().join(format!("cascade-latency-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let models = (windows.iter())
+        .map(|(m, w)| format!("\"{m}\" = {w}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let config = format!(
+        "[window]\ndiscover = false\nmodels = {{ {models} }}\n[limits]\nmax_request_bytes = {}\n",
+        64 << 20
+    );
+    std::fs::write(dir.join("config.toml"), config).unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let db = dir.join(format!("state-{port}.db"));
+    let mut child = std::process::Command::new(binary)
+        .args(["proxy", "--upstream", upstream, "--listen"])
+        .arg(format!("127.0.0.1:{port}"))
+        .arg("--config")
+        .arg(dir.join("config.toml"))
+        .arg("--db")
+        .arg(db)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let url = format!("http://127.0.0.1:{port}");
+    let client = reqwest::Client::new();
+    for _ in 0..100 {
+        if client.get(format!("{url}/healthz")).send().await.is_ok() {
+            return ProxyProcess { url, child, dir };
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let _ = child.kill();
+    panic!("{binary} proxy did not answer /healthz within 5 s");
+}
+
+/// A `cascade proxy` process started by [`spawn_binary`].
+pub(crate) struct ProxyProcess {
+    pub(crate) url: String,
+    child: std::process::Child,
+    dir: std::path::PathBuf,
+}
+
+impl Drop for ProxyProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
 /// The scripted upstream in this process, its usage reports off (a fixed calibration: the
 /// same decision on every request); its script, base URL, and the task serving it.
 pub(crate) async fn scripted_upstream() -> (
