@@ -12,6 +12,9 @@ pub mod counter;
 #[cfg(feature = "exact")]
 pub mod exact;
 #[cfg(feature = "exact")]
+mod merged;
+mod parallel;
+#[cfg(feature = "exact")]
 mod pieces;
 #[cfg(feature = "exact")]
 mod table_hash;
@@ -150,6 +153,7 @@ impl Estimator {
     pub fn tokens(&self, conversation: &Conversation) -> u64 {
         match self.counter {
             Some(counter) => {
+                parallel::count_ahead(self, &conversation.messages);
                 let messages: u64 = (conversation.messages.iter())
                     .map(|m| self.message_tokens(m))
                     .sum();

@@ -107,6 +107,11 @@ impl Message {
         *self.counts.get_or_init(|| ClassCounts::of_message(self))
     }
 
+    /// Whether the exact count under the counter `key` is cached.
+    pub(crate) fn has_exact_tokens(&self, key: usize) -> bool {
+        self.exact.get().is_some_and(|&(cached, _)| cached == key)
+    }
+
     /// The exact token count under the counter `key`, computed by `count` on first use
     /// and cached (a count under another counter is computed, not cached).
     pub fn exact_tokens(&self, key: usize, count: impl FnOnce() -> u64) -> u64 {

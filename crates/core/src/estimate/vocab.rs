@@ -6,6 +6,7 @@
 //! pages its lookups touch (about 4 MB for o200k_base once most of it is used) and not the
 //! 80 ms and 40 MB of building tiktoken-rs's hash map.
 
+use super::merged;
 use super::table_hash::hash;
 
 /// One encoding's tables (see `build.rs` for the layout).
@@ -16,6 +17,8 @@ pub(crate) struct Vocab {
     slots: &'static [u8],
     /// log2 of the number of slots.
     bits: u32,
+    /// Which vocabulary this is, for the memo of merged pieces ([`merged`]).
+    tag: u8,
 }
 
 impl std::fmt::Debug for Vocab {
@@ -46,17 +49,18 @@ const SHORT_PIECE: usize = 128;
 impl Vocab {
     /// o200k_base.
     pub(crate) fn o200k_base() -> Option<Vocab> {
-        Vocab::new(tables!("o200k_base"))
+        Vocab::new(tables!("o200k_base"), 1)
     }
 
     /// cl100k_base.
     pub(crate) fn cl100k_base() -> Option<Vocab> {
-        Vocab::new(tables!("cl100k_base"))
+        Vocab::new(tables!("cl100k_base"), 2)
     }
 
     /// The tables, if their sizes agree (they always do when `build.rs` wrote them).
     fn new(
         (tokens, offsets, slots): (&'static [u8], &'static [u8], &'static [u8]),
+        tag: u8,
     ) -> Option<Vocab> {
         let count = (slots.len() / 4).max(1);
         let bits = count.trailing_zeros();
@@ -69,6 +73,7 @@ impl Vocab {
             offsets,
             slots,
             bits,
+            tag,
         })
     }
 
@@ -80,8 +85,14 @@ impl Vocab {
     /// The rank of `bytes`, if they are one token.
     #[inline]
     pub(crate) fn rank(&self, bytes: &[u8]) -> Option<u32> {
+        self.rank_hashed(bytes, hash(bytes))
+    }
+
+    /// [`Vocab::rank`] of `bytes` whose hash is `hash`.
+    #[inline]
+    fn rank_hashed(&self, bytes: &[u8], hash: u64) -> Option<u32> {
         let mask = (1usize << self.bits) - 1;
-        let mut slot = (hash(bytes) >> (64 - self.bits)) as usize;
+        let mut slot = (hash >> (64 - self.bits)) as usize;
         loop {
             let entry = read_u32(self.slots, slot);
             if entry == 0 {
@@ -110,10 +121,21 @@ impl Vocab {
     /// exactly as tiktoken merges.
     #[inline]
     pub(crate) fn piece_tokens(&self, piece: &[u8]) -> usize {
-        if piece.len() <= 1 || self.rank(piece).is_some() {
-            return piece.len().min(1);
+        if piece.len() <= 1 {
+            return piece.len();
         }
-        if piece.len() <= SHORT_PIECE {
+        let hashed = hash(piece);
+        if self.rank_hashed(piece, hashed).is_some() {
+            return 1;
+        }
+        if piece.len() <= merged::MAX_PIECE {
+            if let Some(tokens) = merged::get(self.tag, piece, hashed) {
+                return tokens;
+            }
+            let tokens = self.merge_short(piece);
+            merged::put(self.tag, piece, hashed, tokens);
+            tokens
+        } else if piece.len() <= SHORT_PIECE {
             self.merge_short(piece)
         } else {
             self.merge_long(piece)
