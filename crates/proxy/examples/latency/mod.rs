@@ -88,6 +88,7 @@ pub(crate) async fn spawn_binary(
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let _ = child.kill();
+    let _ = child.wait();
     panic!("{binary} proxy did not answer /healthz within 5 s");
 }
 
