@@ -25,6 +25,7 @@ use crate::conversation::{Conversation, Message};
 use crate::counts::ASCII_CLASS;
 pub use crate::counts::ClassCounts;
 pub use counter::{CounterFor, TokenCounter};
+pub use parallel::set_counting_threads;
 
 /// Tokens per character of each class, and the fixed costs (SPEC.md "Token estimation").
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]

@@ -62,6 +62,8 @@ fn median(sorted: &[f64]) -> f64 {
 }
 
 fn main() {
+    // As the `cascade` binary's one-shot commands count: a large request on up to 4 threads.
+    context_cascade::estimate::set_counting_threads(4);
     if let Err(e) = run() {
         eprintln!("compact_file: {e}");
         std::process::exit(2);

@@ -1,11 +1,18 @@
-//! Exact counts of a large request's messages on every core.
+//! Exact counts of a large request's messages on several cores, when the program asks for it.
 //!
 //! An exact count costs about 40 ns a token on one core; a request of a few hundred
-//! thousand tokens that nothing was counted of yet (a one-shot `cascade compact`, a
-//! proxy's first request of a long session) waits that long for its total. The messages
-//! are independent, so they are counted in parallel first, each into its own cache
-//! ([`Message::exact_tokens`]); the engine's sum then reads the caches. Below
-//! [`PARALLEL_MIN_CHARS`] the threads cost more than they save, and one core counts.
+//! thousand tokens that nothing was counted of yet (a one-shot `cascade compact`) waits that
+//! long for its total. The messages are independent, so they are counted in parallel first,
+//! each into its own cache ([`Message::exact_tokens`]); the engine's sum then reads the
+//! caches. Below [`PARALLEL_MIN_CHARS`] the threads cost more than they save, and one core
+//! counts.
+//!
+//! Off unless the program turns it on ([`set_counting_threads`]): a library does not start
+//! threads unasked, and a server that already runs one request per core (the proxy) gains
+//! nothing from more threads per request. The `cascade` binary turns it on for its one-shot
+//! commands.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::{Estimator, Weights, counts_exactly};
 use crate::conversation::Message;
@@ -14,13 +21,23 @@ use crate::conversation::Message;
 /// thread costs some tens of microseconds to start; this much text, about a millisecond
 /// to count).
 pub(crate) const PARALLEL_MIN_CHARS: u64 = 128 * 1024;
-/// Threads at most, the caller's included.
-const MAX_THREADS: usize = 4;
+/// Threads a count may use, the caller's included (1: the caller alone, the default).
+static THREADS: AtomicUsize = AtomicUsize::new(1);
 
-/// Counts, on up to [`MAX_THREADS`] threads, every message of `messages` the estimator
-/// counts exactly and has not counted yet, when they hold [`PARALLEL_MIN_CHARS`] or more.
+/// Lets an exact count of a large request use up to `threads` threads, the caller's
+/// included, and never more than the machine's cores (1, the default, counts on the
+/// caller's thread alone). For a program that runs one job at a time, such as a one-shot
+/// command; process-wide.
+pub fn set_counting_threads(threads: usize) {
+    THREADS.store(threads.max(1), Ordering::Relaxed);
+}
+
+/// Counts, on the threads [`set_counting_threads`] allows, every message of `messages` the
+/// estimator counts exactly and has not counted yet, when they hold [`PARALLEL_MIN_CHARS`]
+/// or more.
 pub(crate) fn count_ahead(estimator: &Estimator, messages: &[Message]) {
-    let Some(counter) = estimator.counter else {
+    let allowed = THREADS.load(Ordering::Relaxed);
+    let (Some(counter), true) = (estimator.counter, allowed > 1) else {
         return;
     };
     let key = counter.key();
@@ -33,7 +50,7 @@ pub(crate) fn count_ahead(estimator: &Estimator, messages: &[Message]) {
         .collect();
     let chars: u64 = pending.iter().map(|(_, c)| c).sum();
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let threads = cores.min(MAX_THREADS);
+    let threads = cores.min(allowed);
     if threads < 2 || chars < PARALLEL_MIN_CHARS {
         return;
     }
@@ -146,7 +163,9 @@ mod tests {
             .sum::<u64>()
             + counter.request_overhead(&conversation);
         let estimator = Estimator::default().with_counter(Some(counter));
+        set_counting_threads(4);
         count_ahead(&estimator, &conversation.messages);
+        set_counting_threads(1);
         assert!(
             conversation
                 .messages

@@ -35,6 +35,8 @@ use context_cascade::estimate::exact::{Encoding, ExactCounter};
 use serde_json::json;
 
 fn main() {
+    // As the `cascade` binary's one-shot commands count: a large request on up to 4 threads.
+    context_cascade::estimate::set_counting_threads(4);
     if let Err(e) = run() {
         eprintln!("bench_report: {e}");
         std::process::exit(1);
