@@ -84,6 +84,15 @@ pub(crate) async fn forward_compaction(
 /// Whether a Responses body names `previous_response_id` or `conversation` (read without
 /// building the conversation; invalid JSON is left to the cascade's error answer).
 pub(crate) fn holds_history_upstream(bytes: &[u8]) -> bool {
+    // A body without either name cannot hold them, and every Responses request takes this
+    // check: a search (~10 GB/s) spares the others a scan of the whole body (about a third
+    // of the fast path's time, issue 27). `"conversation"` with its quotes: in a string's
+    // text the quotes would be escaped. As for the compaction check, a key spelled with `\u`
+    // escapes is not recognised.
+    let named = |word: &[u8]| memchr::memmem::find(bytes, word).is_some();
+    if !named(b"previous_response_id") && !named(b"\"conversation\"") {
+        return false;
+    }
     #[derive(serde::Deserialize)]
     struct Envelope {
         #[serde(default)]
@@ -286,6 +295,13 @@ mod tests {
             br#"{"model":"m","previous_response_id":null,"input":"hi"}"#
         ));
         assert!(!holds_history_upstream(b"not json"));
+        // The word in a string's text is no key.
+        assert!(!holds_history_upstream(
+            br#"{"model":"m","input":"the "conversation" and previous_response_id"}"#
+        ));
+        assert!(holds_history_upstream(
+            br#"{"input":"a long conversation","conversation":{"id":"conv_1"}}"#
+        ));
     }
 
     #[test]
