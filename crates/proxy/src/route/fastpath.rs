@@ -7,7 +7,9 @@
 //! string), and looks every message up by a hash of its bytes in a memo of the facts the
 //! decision needs (class counts, the largest tool result, the exact count, whether it is a
 //! remember request or carries a pin). Only messages not seen before are parsed, each on
-//! its own; a request that extends the previous one costs its new messages and the scan.
+//! its own; a request that extends the previous one of its conversation is scanned only
+//! from the last message the two share, found by hashing (see [`scan`]), so it costs its
+//! new messages and a hash of the rest.
 //!
 //! It takes a request only when the slow path provably changes nothing: OpenAI Chat,
 //! Anthropic Messages, or the Responses API with an `input` list (its items grouped into
@@ -31,7 +33,6 @@ use context_cascade::format::message_facts::{role, user_text};
 use context_cascade::format::parse_value;
 use context_cascade::{Budget, CascadeConfig, Conversation, Format, Load, MessageId, Role};
 use serde_json::Value;
-use serde_json::value::RawValue;
 
 use crate::ops::status::digest::{RequestDigest, envelope_hash};
 
@@ -73,6 +74,9 @@ pub(crate) struct FastPath {
     /// declined before its body is scanned. Two conversations that share those bytes share
     /// a key too, or lose only the fast path: a prefix never admits a request.
     declined: Mutex<HashMap<u64, String>>,
+    /// Where the last body of each conversation had its messages, to scan only what the
+    /// next one adds.
+    layouts: scan::Layouts,
 }
 
 /// A request the fast path can send as it is.
@@ -109,6 +113,7 @@ impl FastPath {
             kinds: Mutex::default(),
             clean: Mutex::default(),
             declined: Mutex::default(),
+            layouts: scan::Layouts::new(),
         }
     }
 
@@ -164,12 +169,28 @@ impl FastPath {
     fn facts(
         &self,
         format: Format,
-        raw: &RawValue,
+        (raw, id): (&str, MessageId),
         config: &CascadeConfig,
         estimator: &Estimator,
     ) -> Option<Facts> {
-        let id = MessageId::of_bytes(raw.get().as_bytes());
-        self.facts_of((format, id), || Cow::Borrowed(raw.get()), config, estimator)
+        self.facts_of((format, id), || Cow::Borrowed(raw), config, estimator)
+    }
+
+    /// The facts of every message of `scan` (whose identities are `ids`): one per message,
+    /// or for the Responses API one per group of items.
+    fn all_facts(
+        &self,
+        format: Format,
+        (scan, ids): (&Scan<'_>, &[MessageId]),
+        config: &CascadeConfig,
+        estimator: &Estimator,
+    ) -> Option<Vec<Facts>> {
+        match format {
+            Format::Responses => self.item_facts((&scan.messages, ids), config, estimator),
+            _ => (scan.messages.iter().zip(ids))
+                .map(|(raw, id)| self.facts(format, (raw, *id), config, estimator))
+                .collect(),
+        }
     }
 
     /// The facts memoized under `key`, or read from the message's JSON (`json`: one
@@ -265,7 +286,7 @@ fn skeleton(format: Format, scan: &Scan<'_>) -> Option<Conversation> {
         if at == scan.messages_at {
             body.insert(field.into(), Value::Array(Vec::new()));
         }
-        body.insert(key.clone(), serde_json::from_str(raw.get()).ok()?);
+        body.insert(key.clone(), serde_json::from_str(raw).ok()?);
     }
     if scan.messages_at == scan.rest.len() {
         body.insert(field.into(), Value::Array(Vec::new()));
@@ -290,16 +311,16 @@ fn conversation_key(
     let mut first_user = None;
     for (raw, f) in scan.messages.iter().zip(facts) {
         if format == Format::OpenAi && f.role.is_some_and(Role::is_system) {
-            named.push(serde_json::from_str::<Value>(raw.get()).ok()?);
+            named.push(serde_json::from_str::<Value>(raw).ok()?);
         } else if first_user.is_none() && f.user_text {
-            first_user = Some(serde_json::from_str::<Value>(raw.get()).ok()?);
+            first_user = Some(serde_json::from_str::<Value>(raw).ok()?);
         }
     }
     named.extend(first_user);
     if format == Format::Anthropic
         && let Some((_, system)) = scan.rest.iter().find(|(k, _)| k == "system")
     {
-        body.insert("system".into(), serde_json::from_str(system.get()).ok()?);
+        body.insert("system".into(), serde_json::from_str(system).ok()?);
     }
     body.insert("messages".into(), Value::Array(named));
     let body = Value::Object(body);
@@ -315,13 +336,13 @@ fn responses_key(headers: &HeaderMap, scan: &Scan<'_>) -> Option<String> {
     let mut body = serde_json::Map::new();
     for key in ["prompt_cache_key", "instructions"] {
         if let Some((_, raw)) = scan.rest.iter().find(|(k, _)| k == key) {
-            body.insert(key.into(), serde_json::from_str(raw.get()).ok()?);
+            body.insert(key.into(), serde_json::from_str(raw).ok()?);
         }
     }
     let mut leading = Vec::new();
     if !body.contains_key("prompt_cache_key") {
         for raw in &scan.messages {
-            let item: Value = serde_json::from_str(raw.get()).ok()?;
+            let item: Value = serde_json::from_str(raw).ok()?;
             let user = context_cascade::format::message_facts::user_text(&item).is_some();
             leading.push(item);
             if user {
@@ -392,17 +413,14 @@ where
         tracing::debug!("fast path: a conversation whose last request was changed");
         return None;
     }
-    let scan = Scan::read(format, bytes)?;
+    let scan = fast.layouts.scan(format, prefix, bytes)?;
+    let ids = scan.ids();
+    fast.layouts.keep(prefix, &scan, bytes, &ids);
     let skeleton = skeleton(format, &scan)?;
     let model = skeleton.model().unwrap_or("").to_owned();
     let config = manager.config();
     let estimator = manager.estimator(&model);
-    let facts: Vec<Facts> = match format {
-        Format::Responses => fast.item_facts(&scan.messages, config, &estimator)?,
-        _ => (scan.messages.iter())
-            .map(|raw| fast.facts(format, raw, config, &estimator))
-            .collect::<Option<_>>()?,
-    };
+    let facts = fast.all_facts(format, (&scan, &ids), config, &estimator)?;
     if facts.iter().any(|f| f.blocks) {
         tracing::debug!("fast path: a remember request or a pin");
         return None;

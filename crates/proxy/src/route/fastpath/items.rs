@@ -17,7 +17,6 @@ use context_cascade::estimate::Estimator;
 use context_cascade::format::parse_value;
 use context_cascade::{CascadeConfig, Format, MessageId, Role};
 use serde_json::Value;
-use serde_json::value::RawValue;
 
 use super::Facts;
 
@@ -33,8 +32,8 @@ pub(super) enum Kind {
 }
 
 /// The kind of one item, read as the parser reads it alone. `None` when it does not read.
-pub(super) fn kind_of(raw: &RawValue) -> Option<Kind> {
-    let item: Value = serde_json::from_str(raw.get()).ok()?;
+pub(super) fn kind_of(raw: &str) -> Option<Kind> {
+    let item: Value = serde_json::from_str(raw).ok()?;
     let typed = item.get("type").and_then(Value::as_str) == Some("message");
     let parsed = parse_value(
         serde_json::json!({ "input": [item] }),
@@ -80,13 +79,13 @@ pub(super) fn group_id(ids: &[MessageId]) -> MessageId {
 }
 
 /// A group's items as one JSON array (parsed only when its facts are not memoized).
-pub(super) fn joined(items: &[&RawValue]) -> String {
+pub(super) fn joined(items: &[&str]) -> String {
     let mut out = String::from("[");
     for (i, item) in items.iter().enumerate() {
         if i > 0 {
             out.push(',');
         }
-        out.push_str(item.get());
+        out.push_str(item);
     }
     out.push(']');
     out
@@ -97,19 +96,16 @@ impl super::FastPath {
     /// item or a group does not read as the slow path would read it.
     pub(super) fn item_facts(
         &self,
-        items: &[&RawValue],
+        (items, ids): (&[&str], &[MessageId]),
         config: &CascadeConfig,
         estimator: &Estimator,
     ) -> Option<Vec<Facts>> {
-        let ids: Vec<MessageId> = (items.iter())
-            .map(|raw| MessageId::of_bytes(raw.get().as_bytes()))
-            .collect();
-        let kinds = (items.iter().zip(&ids))
+        let kinds = (items.iter().zip(ids))
             .map(|(raw, id)| self.kind(raw, *id))
             .collect::<Option<Vec<Kind>>>()?;
         (groups(&kinds).into_iter())
             .map(|range| {
-                let key = (Format::Responses, group_id(&ids[range.clone()]));
+                let key = (Format::Responses, group_id(ids.get(range.clone())?));
                 let json = || Cow::Owned(joined(&items[range]));
                 self.facts_of(key, json, config, estimator)
             })
@@ -117,7 +113,7 @@ impl super::FastPath {
     }
 
     /// One item's kind, from the memo or by parsing it alone.
-    fn kind(&self, raw: &RawValue, id: MessageId) -> Option<Kind> {
+    fn kind(&self, raw: &str, id: MessageId) -> Option<Kind> {
         let known = (self.kinds.lock().unwrap_or_else(|p| p.into_inner()))
             .get(&id)
             .copied();
@@ -140,9 +136,7 @@ mod tests {
     use super::*;
 
     fn kinds(items: &[&str]) -> Vec<Kind> {
-        (items.iter())
-            .map(|i| kind_of(&RawValue::from_string((*i).to_owned()).unwrap()).unwrap())
-            .collect()
+        (items.iter()).map(|i| kind_of(i).unwrap()).collect()
     }
 
     /// The grouping is the parser's: as many groups as the whole body reads as messages,
@@ -173,12 +167,8 @@ mod tests {
         )
         .unwrap();
         assert_eq!(whole.messages.len(), groups.len());
-        let raws: Vec<Box<RawValue>> = (items.iter())
-            .map(|i| RawValue::from_string((*i).to_owned()).unwrap())
-            .collect();
         for (range, message) in groups.iter().zip(&whole.messages) {
-            let refs: Vec<&RawValue> = raws[range.clone()].iter().map(AsRef::as_ref).collect();
-            let body = format!(r#"{{"input":{}}}"#, joined(&refs));
+            let body = format!(r#"{{"input":{}}}"#, joined(&items[range.clone()]));
             let alone =
                 context_cascade::format::parse(body.as_bytes(), Some(Format::Responses)).unwrap();
             assert_eq!(alone.messages.len(), 1);

@@ -1,31 +1,245 @@
-//! The fast path's scan of a body: its top-level keys, and its messages borrowed raw (one
-//! validating pass, no allocation per string).
+//! The fast path's scan of a body: its top-level keys, and its messages borrowed as the JSON
+//! text they are (one validating pass, no allocation per string).
+//!
+//! An agent's next request is its previous one plus a few messages, so most of a body was
+//! scanned already. [`Layout`] keeps where the previous body's messages ended and a keyed
+//! hash of the bytes up to each end; [`Scan::read_after`] hashes the new body up to those
+//! ends (far faster than scanning), takes the messages whose bytes and everything before
+//! them are the same, and scans only from the last of them on. The parser is then in the
+//! very state a whole scan would be in at that byte (the same bytes led there), so what is
+//! read is what a whole scan reads.
 
-use context_cascade::Format;
+use std::collections::HashMap;
+use std::hash::BuildHasher;
+use std::ops::Range;
+use std::sync::{Arc, Mutex};
+
+use context_cascade::{Format, MessageId};
 use serde::de::{DeserializeSeed, Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
+use xxhash_rust::xxh3::Xxh3;
 
-/// The body's top-level keys, the messages (a Responses body: its input items) borrowed raw.
+/// The body's top-level keys, the messages (a Responses body: its input items) as JSON text.
 pub(super) struct Scan<'a> {
-    pub(super) messages: Vec<&'a RawValue>,
-    pub(super) rest: Vec<(String, &'a RawValue)>,
+    pub(super) messages: Vec<&'a str>,
+    pub(super) rest: Vec<(String, &'a str)>,
     /// How many of `rest` came before the messages (the envelope keeps the key's place).
     pub(super) messages_at: usize,
+    /// The identities of the first messages, known from the previous body.
+    known: Vec<MessageId>,
+}
+
+/// What the fast path keeps of a scanned body to scan the next one from where they part.
+pub(super) struct Layout {
+    /// The keys before the messages and where their values lie.
+    before: Vec<(String, Range<usize>)>,
+    /// Each message's bytes and identity.
+    messages: Vec<(Range<usize>, MessageId)>,
+    /// The keyed hash of the body up to each message's end.
+    ends: Vec<u128>,
+}
+
+impl Layout {
+    /// How many messages it holds (what its memory is counted in).
+    pub(super) fn len(&self) -> usize {
+        self.messages.len()
+    }
+}
+
+/// At most this many messages' places are kept, over every layout (about 56 bytes each); a
+/// full memory starts over.
+const LAYOUT_MESSAGES: usize = 1 << 17;
+
+/// The layout of each conversation's last scanned body, by the hash of the body's start
+/// (`FastPath::prefix`: tenant, format, first 64 KiB), and the key of the hashes: random
+/// per process, so that no client can make two different bodies hash alike.
+pub(super) struct Layouts {
+    seed: u64,
+    kept: Mutex<(HashMap<u64, Arc<Layout>>, usize)>,
+}
+
+impl Layouts {
+    pub(super) fn new() -> Self {
+        let seed = std::collections::hash_map::RandomState::new().hash_one(0u8);
+        Layouts {
+            seed,
+            kept: Mutex::default(),
+        }
+    }
+
+    /// Scans `bytes`, after the previous body that started like it when one is kept.
+    pub(super) fn scan<'a>(
+        &self,
+        format: Format,
+        prefix: u64,
+        bytes: &'a [u8],
+    ) -> Option<Scan<'a>> {
+        let previous = self.lock().0.get(&prefix).cloned();
+        match previous {
+            Some(previous) => Scan::read_after(format, bytes, &previous, self.seed),
+            None => Scan::read(format, bytes),
+        }
+    }
+
+    /// Keeps the layout of `scan` (of `bytes`, whose messages are `ids`) for the next body
+    /// that starts like it.
+    pub(super) fn keep(&self, prefix: u64, scan: &Scan<'_>, bytes: &[u8], ids: &[MessageId]) {
+        let Some(layout) = scan.layout(bytes, ids, self.seed) else {
+            return;
+        };
+        let mut kept = self.lock();
+        let (layouts, messages) = &mut *kept;
+        if *messages + layout.len() > LAYOUT_MESSAGES {
+            layouts.clear();
+            *messages = 0;
+        }
+        *messages += layout.len();
+        if let Some(replaced) = layouts.insert(prefix, Arc::new(layout)) {
+            *messages = messages.saturating_sub(replaced.len());
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, (HashMap<u64, Arc<Layout>>, usize)> {
+        self.kept.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// The key under which the messages are.
+fn field(format: Format) -> &'static str {
+    match format {
+        Format::Responses => "input",
+        _ => "messages",
+    }
 }
 
 impl<'a> Scan<'a> {
     /// Scans `bytes` as a request of `format`: its messages under `messages`, or for the
     /// Responses API its items under `input` (an `input` string is left to the slow path).
     pub(super) fn read(format: Format, bytes: &'a [u8]) -> Option<Self> {
-        let field = match format {
-            Format::Responses => "input",
-            _ => "messages",
-        };
         let mut deserializer = serde_json::Deserializer::from_slice(bytes);
+        let field = field(format);
         let scan = ScanSeed { field }.deserialize(&mut deserializer).ok()?;
         deserializer.end().ok()?;
         Some(scan)
     }
+
+    /// [`Scan::read`] of a body that may extend the one `previous` was kept of: the messages
+    /// whose bytes (and all before them) are the previous body's are taken as they were, and
+    /// the rest is scanned from there: a copy of the body's remainder behind a header that
+    /// puts the parser where it stood. `seed` keys the hashes.
+    pub(super) fn read_after(
+        format: Format,
+        bytes: &'a [u8],
+        previous: &Layout,
+        seed: u64,
+    ) -> Option<Self> {
+        let same = shared_messages(bytes, previous, seed);
+        let Some(last) = same.checked_sub(1) else {
+            return Scan::read(format, bytes);
+        };
+        let (shared, _) = previous.messages.get(last)?;
+        let text = std::str::from_utf8(bytes).ok()?;
+        // `[0` stands for the messages already read: the parser is inside the list, after
+        // an element, as it was after the last shared message.
+        let header = format!("{{\"{}\":[0", field(format));
+        let remainder = bytes.get(shared.end..)?;
+        let mut tail = Vec::with_capacity(header.len() + remainder.len());
+        tail.extend_from_slice(header.as_bytes());
+        tail.extend_from_slice(remainder);
+        let after = Scan::read(format, &tail)?;
+        // A piece of the tail is the same bytes of the body, `shared.end - header.len()` on.
+        let in_body = |piece: &str| {
+            let at = (piece.as_ptr() as usize).checked_sub(tail.as_ptr() as usize)?;
+            let start = (at + shared.end).checked_sub(header.len())?;
+            text.get(start..start + piece.len())
+        };
+        let mut messages = (previous.messages.iter().take(same))
+            .map(|(range, _)| text.get(range.clone()))
+            .collect::<Option<Vec<&'a str>>>()?;
+        for piece in after.messages.iter().skip(1) {
+            messages.push(in_body(piece)?);
+        }
+        let mut rest = (previous.before.iter())
+            .map(|(key, range)| Some((key.clone(), text.get(range.clone())?)))
+            .collect::<Option<Vec<_>>>()?;
+        let messages_at = rest.len();
+        for (key, value) in after.rest {
+            rest.push((key, in_body(value)?));
+        }
+        let known = previous.messages.iter().take(same).map(|m| m.1).collect();
+        Some(Scan {
+            messages,
+            rest,
+            messages_at,
+            known,
+        })
+    }
+
+    /// How many messages were taken from the previous body without a scan.
+    #[cfg(test)]
+    pub(super) fn known_len(&self) -> usize {
+        self.known.len()
+    }
+
+    /// Every message's identity: those known from the previous body, the others hashed.
+    pub(super) fn ids(&self) -> Vec<MessageId> {
+        let hashed = (self.messages.iter().skip(self.known.len()))
+            .map(|raw| MessageId::of_bytes(raw.as_bytes()));
+        self.known.iter().copied().chain(hashed).collect()
+    }
+
+    /// What to keep of this scan of `bytes` (whose messages are `ids`) to scan the next
+    /// body from where they part; `None` when a piece does not lie in `bytes`.
+    pub(super) fn layout(&self, bytes: &[u8], ids: &[MessageId], seed: u64) -> Option<Layout> {
+        let range = |text: &str| {
+            let start = (text.as_ptr() as usize).checked_sub(bytes.as_ptr() as usize)?;
+            let end = start + text.len();
+            (end <= bytes.len()).then_some(start..end)
+        };
+        let before = (self.rest.iter().take(self.messages_at))
+            .map(|(key, value)| Some((key.clone(), range(value)?)))
+            .collect::<Option<Vec<_>>>()?;
+        let messages = (self.messages.iter().zip(ids))
+            .map(|(raw, id)| Some((range(raw)?, *id)))
+            .collect::<Option<Vec<_>>>()?;
+        let mut hasher = Xxh3::with_seed(seed);
+        let mut hashed = 0;
+        let mut ends = Vec::with_capacity(messages.len());
+        for (range, _) in &messages {
+            hasher.update(bytes.get(hashed..range.end)?);
+            hashed = range.end;
+            ends.push(hasher.digest128());
+        }
+        Some(Layout {
+            before,
+            messages,
+            ends,
+        })
+    }
+}
+
+/// How many of `previous`'s messages `bytes` holds at the same place, with the same bytes
+/// before and in them (the keyed hash up to each message's end agrees). Only a value that
+/// ends itself (an object, a list, a string) is taken: a number could go on in the new body.
+fn shared_messages(bytes: &[u8], previous: &Layout, seed: u64) -> usize {
+    let mut hasher = Xxh3::with_seed(seed);
+    let mut hashed = 0;
+    let mut same = 0;
+    for ((range, _), digest) in previous.messages.iter().zip(&previous.ends) {
+        let Some(part) = bytes.get(hashed..range.end) else {
+            break;
+        };
+        if !matches!(part.last(), Some(b'}' | b']' | b'"')) {
+            break;
+        }
+        hasher.update(part);
+        hashed = range.end;
+        if hasher.digest128() != *digest {
+            break;
+        }
+        same += 1;
+    }
+    same
 }
 
 /// Reads a [`Scan`] whose messages are under `field`.
@@ -53,9 +267,10 @@ impl<'de> Visitor<'de> for ScanSeed {
         while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
             if key == self.field && messages.is_none() {
                 messages_at = rest.len();
-                messages = Some(map.next_value::<Vec<&'de RawValue>>()?);
+                let raws = map.next_value::<Vec<&'de RawValue>>()?;
+                messages = Some(raws.into_iter().map(RawValue::get).collect());
             } else {
-                rest.push((key.into_owned(), map.next_value::<&'de RawValue>()?));
+                rest.push((key.into_owned(), map.next_value::<&'de RawValue>()?.get()));
             }
         }
         let messages = messages.ok_or_else(|| serde::de::Error::missing_field(self.field))?;
@@ -63,6 +278,73 @@ impl<'de> Visitor<'de> for ScanSeed {
             messages,
             rest,
             messages_at,
+            known: Vec::new(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)] // test code: a failure is a test failure
+    use super::*;
+
+    /// What a scan says (messages, keys and values, where the messages were, identities),
+    /// comparable across buffers.
+    type Seen = (Vec<String>, Vec<(String, String)>, usize, Vec<MessageId>);
+
+    fn seen(scan: &Scan<'_>) -> Seen {
+        (
+            scan.messages.iter().map(|m| (*m).to_owned()).collect(),
+            (scan.rest.iter())
+                .map(|(k, v)| (k.clone(), (*v).to_owned()))
+                .collect(),
+            scan.messages_at,
+            scan.ids(),
+        )
+    }
+
+    /// A body that extends the previous one, or changes it anywhere, or is not JSON at all
+    /// past the shared part, reads as a whole scan reads it.
+    #[test]
+    fn reading_after_the_previous_body_reads_what_a_whole_scan_reads() {
+        let first = br#"{"model":"m","messages":[{"role":"user","content":"a"}, {"role":"assistant","content":"b"}],"max_tokens":5}"#;
+        let scan = Scan::read(Format::OpenAi, first).unwrap();
+        let layout = scan.layout(first, &scan.ids(), 7).unwrap();
+        let bodies: [&[u8]; 9] = [
+            first,
+            br#"{"model":"m","messages":[{"role":"user","content":"a"}, {"role":"assistant","content":"b"},{"role":"user","content":"c"}],"max_tokens":6,"stream":true}"#,
+            br#"{"model":"m","messages":[{"role":"user","content":"a"}, {"role":"assistant","content":"B"}]}"#,
+            br#"{"model":"n","messages":[{"role":"user","content":"a"}, {"role":"assistant","content":"b"}],"max_tokens":5}"#,
+            br#"{"model":"m","messages":[{"role":"user","content":"a"}, {"role":"assistant","content":"b"}],"messages":[]}"#,
+            br#"{"model":"m","messages":[{"role":"user","content":"a"}, {"role":"assistant","content":"b"}], oops}"#,
+            br#"{"model":"m","messages":[{"role":"user","content":"a"}, {"role":"assistant","content":"b"}]} trailing"#,
+            br#"{"model":"m","messages":[{"role":"user","content":"a"}"#,
+            br#"{"model":"m","messages":[{"role":"user","content":"a"}, {"role":"assistant","content":"b"}5]}"#,
+        ];
+        for body in bodies {
+            let whole = Scan::read(Format::OpenAi, body);
+            let after = Scan::read_after(Format::OpenAi, body, &layout, 7);
+            assert_eq!(
+                whole.as_ref().map(seen),
+                after.as_ref().map(seen),
+                "{}",
+                String::from_utf8_lossy(body)
+            );
+        }
+        // The extended body took both messages from the previous one.
+        let after = Scan::read_after(Format::OpenAi, bodies[1], &layout, 7).unwrap();
+        assert_eq!(after.known.len(), 2);
+        // Its layout lies in its own body: the next one reads after it in turn.
+        let next = after.layout(bodies[1], &after.ids(), 7).unwrap();
+        assert_eq!(next.len(), 3);
+        let again = Scan::read_after(Format::OpenAi, bodies[1], &next, 7).unwrap();
+        assert_eq!(again.known.len(), 3);
+        assert_eq!(
+            seen(&again),
+            seen(&Scan::read(Format::OpenAi, bodies[1]).unwrap())
+        );
+        // Another key finds nothing shared.
+        let other = Scan::read_after(Format::OpenAi, bodies[1], &layout, 8).unwrap();
+        assert!(other.known.is_empty());
     }
 }

@@ -26,8 +26,8 @@ fn the_digest_from_the_memo_is_the_slow_paths() {
     let fast = FastPath::new(true);
     let scan = Scan::read(Format::OpenAi, &bytes).unwrap();
     let estimator = manager.estimator("gpt-4o");
-    let digests = (scan.messages.iter()).map(|raw| {
-        fast.facts(Format::OpenAi, raw, manager.config(), &estimator)
+    let digests = (scan.messages.iter().zip(scan.ids())).map(|(raw, id)| {
+        fast.facts(Format::OpenAi, (raw, id), manager.config(), &estimator)
             .unwrap()
             .digest
     });
@@ -39,8 +39,8 @@ fn the_digest_from_the_memo_is_the_slow_paths() {
         .unwrap()
         .replacen("ponyc", "ponyd", 1);
     let scan = Scan::read(Format::OpenAi, edited.as_bytes()).unwrap();
-    let digests = (scan.messages.iter()).map(|raw| {
-        fast.facts(Format::OpenAi, raw, manager.config(), &estimator)
+    let digests = (scan.messages.iter().zip(scan.ids())).map(|(raw, id)| {
+        fast.facts(Format::OpenAi, (raw, id), manager.config(), &estimator)
             .unwrap()
             .digest
     });
@@ -76,8 +76,8 @@ fn the_anthropic_digest_from_the_memo_is_the_slow_paths() {
     let estimator = manager.estimator("claude-sonnet-4-5");
     let skeleton = skeleton(Format::Anthropic, &scan).unwrap();
     assert_eq!(skeleton.messages.len(), 1, "the system prompt");
-    let digests = (scan.messages.iter()).map(|raw| {
-        let facts = fast.facts(Format::Anthropic, raw, manager.config(), &estimator);
+    let digests = (scan.messages.iter().zip(scan.ids())).map(|(raw, id)| {
+        let facts = fast.facts(Format::Anthropic, (raw, id), manager.config(), &estimator);
         facts.unwrap().digest
     });
     let leading = skeleton.messages.iter().map(MessageId::of);
@@ -102,7 +102,8 @@ fn the_responses_digest_and_count_from_the_memo_are_the_slow_paths() {
     assert!(estimator.counter.is_some(), "an exact count to compare");
     let fast = FastPath::new(true);
     let scan = Scan::read(Format::Responses, &bytes).unwrap();
-    let facts = (fast.item_facts(&scan.messages, manager.config(), &estimator)).unwrap();
+    let facts =
+        (fast.item_facts((&scan.messages, &scan.ids()), manager.config(), &estimator)).unwrap();
     let skeleton = skeleton(Format::Responses, &scan).unwrap();
     assert_eq!(skeleton.messages.len(), 1, "the instructions");
     assert_eq!(skeleton.messages.len() + facts.len(), parsed.messages.len());
@@ -119,7 +120,8 @@ fn the_responses_digest_and_count_from_the_memo_are_the_slow_paths() {
     let tokens = request_tokens(&estimator, &skeleton, &facts, &counts);
     assert_eq!(tokens, estimator.tokens(&parsed));
     // Again from the memo: the same facts without parsing.
-    let again = (fast.item_facts(&scan.messages, manager.config(), &estimator)).unwrap();
+    let again =
+        (fast.item_facts((&scan.messages, &scan.ids()), manager.config(), &estimator)).unwrap();
     assert_eq!(
         request_tokens(&estimator, &skeleton, &again, &counts),
         tokens
@@ -170,4 +172,39 @@ fn the_responses_key_is_the_slow_paths_and_names_one_conversation() {
     assert_eq!(key(&a), key(&b));
     b["prompt_cache_key"] = serde_json::json!("conversation-b");
     assert_ne!(key(&a), key(&b));
+}
+
+/// An agent's calls, each body the previous one plus its new messages (a real session as
+/// Chat and as Responses input): reading each after the previous one's layout gives what a
+/// whole scan gives, and takes every message the two share without scanning it.
+#[test]
+fn each_call_of_a_session_reads_as_a_whole_scan_reads_it() {
+    let path =
+        cascade_test_support::fixture("transcripts/openhands__llama-4-maverick__ponyc-4588.json");
+    let fixture: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    let messages = fixture["messages"].as_array().unwrap();
+    let responses: Vec<Value> = (messages.iter())
+        .map(|m| serde_json::json!({"type": "message", "role": m["role"], "content": m["content"].to_string()}))
+        .collect();
+    for (format, items, field) in [
+        (Format::OpenAi, messages.clone(), "messages"),
+        (Format::Responses, responses, "input"),
+    ] {
+        let layouts = scan::Layouts::new();
+        let mut previous_len = 0;
+        for end in (2..items.len()).step_by(3) {
+            let body =
+                serde_json::json!({"model": "gpt-4o", field: items[..end], "max_tokens": end});
+            let bytes = serde_json::to_vec(&body).unwrap();
+            let scan = layouts.scan(format, 1, &bytes).unwrap();
+            let whole = Scan::read(format, &bytes).unwrap();
+            assert_eq!(scan.messages, whole.messages);
+            assert_eq!(scan.rest, whole.rest);
+            assert_eq!(scan.messages_at, whole.messages_at);
+            assert_eq!(scan.ids(), whole.ids());
+            assert_eq!(scan.known_len(), previous_len, "{format:?} at {end}");
+            layouts.keep(1, &scan, &bytes, &scan.ids());
+            previous_len = end;
+        }
+    }
 }
