@@ -84,6 +84,10 @@ impl Layouts {
     /// Keeps the layout of `scan` (of `bytes`, whose messages are `ids`) for the next body
     /// that starts like it.
     pub(super) fn keep(&self, prefix: u64, scan: &Scan<'_>, bytes: &[u8], ids: &[MessageId]) {
+        // One body of more messages than any session holds would take the memory of many.
+        if scan.messages.len() > LAYOUT_MESSAGES / 8 {
+            return;
+        }
         let Some(layout) = scan.layout(bytes, ids, self.seed) else {
             return;
         };
