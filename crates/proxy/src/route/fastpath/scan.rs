@@ -101,7 +101,7 @@ impl Layouts {
     /// that starts like it.
     pub(super) fn keep(&self, prefix: u64, scan: &Scan<'_>, bytes: &[u8], ids: &[MessageId]) {
         // One body of more messages than any session holds would take the memory of many.
-        if scan.messages.len() > LAYOUT_MESSAGES / 8 {
+        if scan.messages.len() > LAYOUT_MESSAGES / 2 {
             return;
         }
         let Some(layout) = scan.layout(bytes, ids, self.seed) else {
