@@ -62,8 +62,8 @@ impl Layout {
 /// At most this many messages' places are kept, over every layout (1 MB); a full memory
 /// starts over. Enough for dozens of long sessions at once; past that, the conversations
 /// kept are the most recent ones since the last start-over. Kept small: it stays after a
-/// load, and 200 heavy clients measured 10 s after their load 26.5 MB without it, 28.2 MB
-/// with twice this (issue 23 bounds that figure at twice the idle 14.6 MB).
+/// load, and 200 heavy clients measured 10 s after their load 26.5–28.1 MB without layouts,
+/// 28.2–30.0 MB with them (issue 23 bounds that figure at twice the idle ~15 MB).
 const LAYOUT_MESSAGES: usize = 1 << 15;
 
 /// The layout of each conversation's last scanned body, by the hash of the body's start
