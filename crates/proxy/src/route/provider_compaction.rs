@@ -25,13 +25,15 @@ pub(crate) const PROVIDER_COMPACTION: &str = "provider-compaction; forwarded unt
 /// invalid JSON is left to the cascade's error answer): an Anthropic body with a non-null
 /// top-level `compaction`, or a Responses body with a `compaction_trigger` input item.
 pub(crate) fn asks_provider_to_compact(format: Format, bytes: &[u8]) -> bool {
-    // A body that asks names what it asks for, and a body without the word cannot: every
-    // request takes this check, and a search for the word (~10 GB/s) spares the others a
-    // parse of the whole body (~1 ms at 478 kB). JSON writers write ASCII letters as they
-    // are; a `type` spelled with `\u` escapes is not recognised.
+    // A body that asks names what it asks for, and a body without the name cannot: every
+    // request takes this check, and a search for the name (~10 GB/s) spares the others a
+    // parse of the whole body (~1 ms at 478 kB). The name with its quotes, as a key or a
+    // `type` is written: in a string's text the quotes would be escaped, so a session that
+    // talks about compaction is not parsed for it. JSON writers write ASCII letters as they
+    // are; a name spelled with `\u` escapes is not recognised.
     let word: &[u8] = match format {
-        Format::Anthropic => b"compaction",
-        Format::Responses => b"compaction_trigger",
+        Format::Anthropic => b"\"compaction\"",
+        Format::Responses => b"\"compaction_trigger\"",
         _ => return false,
     };
     if memchr::memmem::find(bytes, word).is_none() {
@@ -171,6 +173,12 @@ mod tests {
         assert!(!asks_provider_to_compact(Format::Responses, said));
         let said = br#"{"model":"c","messages":[{"role":"user","content":"compaction"}]}"#;
         assert!(!asks_provider_to_compact(Format::Anthropic, said));
+        let quoted =
+            br#"{"model":"c","messages":[{"role":"user","content":"the "compaction" key"}]}"#;
+        assert!(!asks_provider_to_compact(Format::Anthropic, quoted));
+        // Whitespace around the name is JSON's, not the name's.
+        let spaced = br#"{"model":"c", "compaction" : {"type":"summarize"}, "messages":[]}"#;
+        assert!(asks_provider_to_compact(Format::Anthropic, spaced));
     }
 
     /// Every shape of `input` reads as before the one-pass reader: only a list holding a
