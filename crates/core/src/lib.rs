@@ -108,6 +108,7 @@ pub mod summarizer;
 pub mod tool_names;
 
 mod ahead;
+mod balance;
 mod calibrate;
 mod config;
 mod conversation;

@@ -77,20 +77,10 @@ pub(crate) fn count_ahead(estimator: &Estimator, messages: &[Message]) {
 
 /// The messages of `pending` in `threads` runs of about equal characters, in order.
 fn split<'m>(pending: &[(&'m Message, u64)], chars: u64, threads: usize) -> Vec<Vec<&'m Message>> {
-    let per_thread = chars.div_ceil(threads as u64).max(1);
-    let mut shares = vec![Vec::new()];
-    let mut taken = 0;
-    for &(message, chars) in pending {
-        if taken >= per_thread && shares.len() < threads {
-            shares.push(Vec::new());
-            taken = 0;
-        }
-        taken += chars;
-        if let Some(share) = shares.last_mut() {
-            share.push(message);
-        }
-    }
-    shares
+    let items = pending
+        .iter()
+        .map(|&(message, chars)| (message, chars, true));
+    crate::balance::balanced_runs(items, chars, threads)
 }
 
 #[cfg(test)]

@@ -164,23 +164,9 @@ fn split_chunks(
         return vec![messages];
     }
     let wanted = (total.div_ceil(threshold.max(1) as u64) as usize).clamp(2, max);
-    let per_chunk = total.div_ceil(wanted as u64);
-    // Cut where the running total passes the next chunk's share, so chunks stay similar
-    // even when a boundary is missing here and there.
-    let mut chunks: Vec<Vec<Message>> = vec![Vec::new()];
-    let mut running = 0u64;
     let allowed = boundaries.iter().copied().chain(std::iter::repeat(true));
-    for ((message, size), boundary) in messages.into_iter().zip(sizes).zip(allowed) {
-        let due = per_chunk * chunks.len() as u64;
-        if boundary && running >= due && chunks.len() < wanted {
-            chunks.push(Vec::new());
-        }
-        running += size;
-        if let Some(chunk) = chunks.last_mut() {
-            chunk.push(message);
-        }
-    }
-    chunks
+    let items = (messages.into_iter().zip(sizes).zip(allowed)).map(|((m, size), at)| (m, size, at));
+    crate::balance::balanced_runs(items, total, wanted)
 }
 
 #[cfg(test)]
