@@ -165,3 +165,35 @@ fn the_last_report_line_is_the_one_a_search_per_line_finds() {
     }
     assert!(results > 500, "{results}");
 }
+
+/// The patterns match bytes; a message, a struct's fields or a test name holding
+/// characters past ASCII still comes out whole, cut on a character boundary.
+#[test]
+fn identifiers_keep_text_past_ascii_whole() {
+    let text = concat!(
+        "ValueError: naïve café — ünïcode ✓\n",
+        "  %Jason.DecodeError{position: 0, token: \"é\"}\n",
+        "error[E0308]: types différents: `ü8`\n",
+        "FAILED tests/test_é.py::test_ünï - assert 0\n",
+        "  ✕ rend le résumé (12 ms)\n",
+    );
+    let mut ids = Vec::new();
+    identifiers(text, &mut ids);
+    assert_eq!(
+        ids,
+        [
+            "ValueError: naïve café — ünïcode ✓",
+            "Jason.DecodeError: position: 0, token: \"é\"}",
+            "E0308: types différents: `ü8`",
+            "failing test: tests/test_é.py::test_ünï",
+            "failing test: rend le résumé",
+        ]
+    );
+    let long = format!("ValueError: {}\n", "résumé ".repeat(40));
+    let mut ids = Vec::new();
+    identifiers(&long, &mut ids);
+    assert!(
+        ids[0].starts_with("ValueError: résumé résumé") && ids[0].chars().count() < 160,
+        "{ids:?}"
+    );
+}
