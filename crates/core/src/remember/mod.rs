@@ -50,6 +50,7 @@ const DEFAULT_PHRASES: &[&str] = &[
 ];
 
 mod grammar;
+mod prefilter;
 #[cfg(test)]
 mod tests;
 
@@ -57,17 +58,16 @@ use crate::conversation::{Conversation, Role};
 use grammar::{
     CJK_NARRATIVE, SELF_MARKERS, cjk_is_request, is_cjk, latin_is_request, starts_with_words,
 };
+use prefilter::Prefilter;
 
 /// Detects remember requests; the phrase list is configurable.
 #[derive(Debug, Clone)]
 pub struct RememberPolicy {
     phrases: Vec<String>,
     compiled: Vec<Phrase>,
-    /// A cheap first test: every phrase's longest run of ASCII letters (or the whole phrase
-    /// when it has none), searched case-insensitively in one pass. A text without any of
-    /// them cannot match, so the full test, which normalizes the whole text, runs only on
-    /// the few that might: on a long history it would otherwise dominate `prepare`.
-    prefilter: Option<regex::Regex>,
+    /// A cheap first test ([`prefilter`]): on a long history the full test would
+    /// otherwise dominate `prepare`.
+    prefilter: Option<Prefilter>,
 }
 
 #[derive(Debug, Clone)]
@@ -118,7 +118,7 @@ impl RememberPolicy {
                 narrative,
             });
         }
-        policy.prefilter = prefilter(&policy.phrases);
+        policy.prefilter = Prefilter::of(&policy.phrases);
         policy
     }
 
@@ -148,7 +148,7 @@ impl RememberPolicy {
         if self.compiled.is_empty() {
             return false;
         }
-        if self.prefilter.as_ref().is_some_and(|re| !re.is_match(text)) {
+        if self.prefilter.as_ref().is_some_and(|p| !p.may_match(text)) {
             return false;
         }
         let text = normalize_text(text);
@@ -164,27 +164,6 @@ impl RememberPolicy {
                 })
         })
     }
-}
-
-/// The needles of [`RememberPolicy::prefilter`]; `None` (no prefilter) when there is
-/// nothing to search for or the pattern cannot be built.
-fn prefilter(phrases: &[String]) -> Option<regex::Regex> {
-    let needles: Vec<String> = phrases
-        .iter()
-        .map(|phrase| {
-            let longest = (phrase.split(|c: char| !c.is_ascii_alphabetic()))
-                .max_by_key(|run| run.len())
-                .unwrap_or("");
-            regex::escape(if longest.is_empty() { phrase } else { longest })
-        })
-        .filter(|needle| !needle.is_empty())
-        .collect();
-    if needles.is_empty() {
-        return None;
-    }
-    (regex::RegexBuilder::new(&needles.join("|")).case_insensitive(true))
-        .build()
-        .ok()
 }
 
 /// Lowercases, straightens typographic apostrophes and collapses whitespace runs (to a

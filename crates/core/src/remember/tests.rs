@@ -21,15 +21,28 @@ fn the_prefilter_never_hides_a_phrase() {
     for phrase in policy.phrases() {
         let text = format!("so {} this", phrase.to_uppercase());
         let prefilter = policy.prefilter.as_ref().unwrap();
-        assert!(prefilter.is_match(&text), "{phrase}");
+        assert!(prefilter.may_match(&text), "{phrase}");
     }
-    assert!(
-        !policy
-            .prefilter
-            .as_ref()
-            .unwrap()
-            .is_match("the build failed in module 3")
-    );
+    let prefilter = policy.prefilter.as_ref().unwrap();
+    assert!(matches!(prefilter, Prefilter::Ascii(_)));
+    assert!(!prefilter.may_match("the build failed in module 3"));
+    // The Kelvin sign lowercases to `k`: the full test reads "keep in mind".
+    let kelvin = "\u{212A}eep in mind: the port is 8080";
+    assert!(prefilter.may_match(kelvin) && policy.is_remember_request(kelvin));
+    // The dotted capital I lowercases to `i` and a combining dot: a phrase whose needle
+    // ends in `i` could match it, so the text gets the full test.
+    assert!(prefilter.may_match("the build failed in \u{130}stanbul"));
+}
+
+/// A phrase in a cased script past ASCII is searched case-insensitively as Unicode folds
+/// it, as the full test (which lowercases) finds it.
+#[test]
+fn a_phrase_in_a_cased_script_is_found_in_either_case() {
+    let policy = RememberPolicy::from_phrases(["θυμήσου"]);
+    let prefilter = policy.prefilter.as_ref().unwrap();
+    assert!(matches!(prefilter, Prefilter::Unicode(_)));
+    assert!(policy.is_remember_request("ΘΥΜΉΣΟΥ: το port είναι 8080"));
+    assert!(!prefilter.may_match("ξέχνα το"));
 }
 
 #[test]

@@ -1,0 +1,70 @@
+//! The remember policy's cheap first test: a text holding none of the phrases' needles
+//! cannot ask to remember anything, so the full test (which normalizes the whole text)
+//! runs only on the few that might.
+//!
+//! A needle is a phrase's longest run of ASCII letters, or the whole phrase when it has
+//! none (CJK). They are searched in one Aho-Corasick pass, ASCII letters in either case:
+//! building it costs some tens of microseconds, where the case-insensitive regex it
+//! replaced compiled in about 0.3 ms on every construction of a policy (every default
+//! configuration, so every one-shot `cascade` command).
+//!
+//! It must never rule out a text the full test accepts. That test lowercases the text
+//! first, so what it matches is what matches once lowercased: ASCII letters in either case
+//! (searched so); the Kelvin sign and the dotted capital I, which lowercase to `k` and to
+//! `i` with a combining dot (a text holding either skips the prefilter); and other letters
+//! past ASCII, which the needles of phrases written in cased scripts would hold (a policy
+//! with such a phrase keeps a Unicode case-insensitive regex instead).
+
+use aho_corasick::AhoCorasick;
+
+/// How [`super::RememberPolicy`] rules texts out.
+#[derive(Debug, Clone)]
+pub(super) enum Prefilter {
+    /// The needles, ASCII letters in either case.
+    Ascii(AhoCorasick),
+    /// A needle has cased letters past ASCII: Unicode case-insensitive.
+    Unicode(regex::Regex),
+}
+
+impl Prefilter {
+    /// The prefilter of `phrases` (as configured); `None` when there is nothing to search
+    /// for or it cannot be built (every text then gets the full test).
+    pub(super) fn of(phrases: &[String]) -> Option<Prefilter> {
+        let needles: Vec<&str> = phrases
+            .iter()
+            .map(|phrase| {
+                let longest = (phrase.split(|c: char| !c.is_ascii_alphabetic()))
+                    .max_by_key(|run| run.len())
+                    .unwrap_or("");
+                if longest.is_empty() { phrase } else { longest }
+            })
+            .filter(|needle| !needle.is_empty())
+            .collect();
+        if needles.is_empty() {
+            return None;
+        }
+        let cased = |c: char| !c.is_ascii() && (c.is_lowercase() || c.is_uppercase());
+        if needles.iter().any(|n| n.chars().any(cased)) {
+            let escaped: Vec<String> = needles.iter().map(|n| regex::escape(n)).collect();
+            return (regex::RegexBuilder::new(&escaped.join("|")).case_insensitive(true))
+                .build()
+                .ok()
+                .map(Prefilter::Unicode);
+        }
+        AhoCorasick::builder()
+            .ascii_case_insensitive(true)
+            .build(&needles)
+            .ok()
+            .map(Prefilter::Ascii)
+    }
+
+    /// Whether `text` may ask to remember something (false: it certainly does not).
+    pub(super) fn may_match(&self, text: &str) -> bool {
+        match self {
+            Prefilter::Ascii(needles) => {
+                needles.is_match(text) || text.contains('\u{212A}') || text.contains('\u{130}')
+            }
+            Prefilter::Unicode(regex) => regex.is_match(text),
+        }
+    }
+}
