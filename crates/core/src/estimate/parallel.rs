@@ -20,7 +20,7 @@ use crate::conversation::Message;
 /// Characters not yet counted from which a request is counted on several cores (a
 /// thread costs some tens of microseconds to start; this much text, about a millisecond
 /// to count).
-pub(crate) const PARALLEL_MIN_CHARS: u64 = 128 * 1024;
+pub(crate) const PARALLEL_MIN_CHARS: u64 = 32 * 1024;
 /// Threads a count may use, the caller's included (1: the caller alone, the default).
 static THREADS: AtomicUsize = AtomicUsize::new(1);
 
@@ -49,9 +49,13 @@ pub(crate) fn count_ahead(estimator: &Estimator, messages: &[Message]) {
         })
         .collect();
     let chars: u64 = pending.iter().map(|(_, c)| c).sum();
+    if chars < PARALLEL_MIN_CHARS {
+        return;
+    }
+    // Asked only now: on Linux it reads the cgroup's CPU quota from /proc and /sys.
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let threads = cores.min(allowed);
-    if threads < 2 || chars < PARALLEL_MIN_CHARS {
+    if threads < 2 {
         return;
     }
     let mut shares = split(&pending, chars, threads).into_iter();
