@@ -15,7 +15,7 @@
 //! past ASCII, which the needles of phrases written in cased scripts would hold (a policy
 //! with such a phrase keeps a Unicode case-insensitive regex instead).
 
-use aho_corasick::AhoCorasick;
+use aho_corasick::{AhoCorasick, AhoCorasickKind};
 
 /// How [`super::RememberPolicy`] rules texts out.
 #[derive(Debug, Clone)]
@@ -53,6 +53,9 @@ impl Prefilter {
         }
         AhoCorasick::builder()
             .ascii_case_insensitive(true)
+            // A DFA searches a little faster but takes ~0.2 ms to build, as long as a
+            // one-shot command spends searching.
+            .kind(Some(AhoCorasickKind::ContiguousNFA))
             .build(&needles)
             .ok()
             .map(Prefilter::Ascii)
