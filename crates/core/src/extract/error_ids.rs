@@ -11,6 +11,7 @@
 use std::ops::Range;
 use std::sync::OnceLock;
 
+use aho_corasick::{AhoCorasick, AhoCorasickKind, MatchKind};
 use regex::{Regex, bytes};
 
 use super::error_lines;
@@ -174,12 +175,29 @@ pub(crate) fn error_ids(text: &str, output: Output, flagged: bool) -> Vec<String
 /// or `Exception` (exceptions and structs), a code follows `error[` or `error `, a failing
 /// test line holds one of the rest. No literal can start inside another's occurrence (no
 /// suffix of one is a prefix of another), so one leftmost-first scan sees every one.
-fn needles_regex() -> &'static Regex {
-    static RE: OnceLock<Regex> = OnceLock::new();
-    regex(
-        &RE,
-        r"Error|Exception|error\[|error |FAILED|--- FAIL: |\) test |✕",
-    )
+/// Aho-Corasick (SIMD-searched) rather than a regex: it builds in microseconds, where the
+/// regex's compilation took ~0.15 ms of a one-shot command.
+fn needles() -> Option<&'static AhoCorasick> {
+    static NEEDLES: OnceLock<Option<AhoCorasick>> = OnceLock::new();
+    NEEDLES
+        .get_or_init(|| {
+            let literals = [
+                "Error",
+                "Exception",
+                "error[",
+                "error ",
+                "FAILED",
+                "--- FAIL: ",
+                ") test ",
+                "✕",
+            ];
+            (AhoCorasick::builder())
+                .match_kind(MatchKind::LeftmostFirst)
+                .kind(Some(AhoCorasickKind::ContiguousNFA))
+                .build(literals)
+                .ok()
+        })
+        .as_ref()
 }
 
 /// Lines no further apart than this (in bytes) are scanned as one run.
@@ -207,7 +225,16 @@ struct Lines {
 fn lines_with_literals(text: &str) -> Lines {
     let mut lines = Lines::default();
     let mut line = 0..0;
-    for m in needles_regex().find_iter(text) {
+    // Static literals always build; were they not to, every pattern scans the whole text.
+    let Some(needles) = needles() else {
+        let whole = 0..text.len();
+        return Lines {
+            class: vec![whole.clone()],
+            code: vec![whole.clone()],
+            test: vec![whole],
+        };
+    };
+    for m in needles.find_iter(text) {
         // A literal holds no `\n`: one starting before the current line's end is on it.
         if m.start() >= line.end {
             // `line.end` is the `\n` ending the last line (or 0): search back no further.
@@ -220,9 +247,9 @@ fn lines_with_literals(text: &str) -> Lines {
                 .map_or(text.len(), |i| m.end() + i);
             line = start..end;
         }
-        let kind = match m.as_str().as_bytes()[0] {
-            b'E' => &mut lines.class,
-            b'e' => &mut lines.code,
+        let kind = match text.as_bytes().get(m.start()) {
+            Some(b'E') => &mut lines.class,
+            Some(b'e') => &mut lines.code,
             _ => &mut lines.test,
         };
         match kind.last_mut() {
