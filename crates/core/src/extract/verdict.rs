@@ -3,10 +3,6 @@
 //! error, or a last line that says `passed` / `ok` / `success`. When the output says none
 //! of these, the verdict is unknown, and the trail says so rather than guess.
 
-use std::sync::OnceLock;
-
-use regex::Regex;
-
 use super::Outcome;
 
 /// What one run's output says of it.
@@ -28,22 +24,68 @@ impl Verdict {
     }
 }
 
-#[allow(clippy::expect_used)]
-fn success_regex() -> &'static Regex {
-    static RE: OnceLock<Regex> = OnceLock::new();
-    RE.get_or_init(|| {
-        Regex::new(r"(?i)(?:^|[\s(\[])(?:passed|ok|success|successful|succeeded|all tests pass\w*)[\s.!)\]]*$")
-            .expect("static regex")
-    })
+/// Whether a last line says the run succeeded: it ends with one of [`SUCCESS_WORDS`] or
+/// with `all tests pass…`, as a word after the line's start, a space, `(` or `[`, then only
+/// spaces, `.`, `!`, `)` or `]`. Letters compare in either ASCII case. (These checks were
+/// regular expressions whose compilation took ~1 ms of a one-shot command's trail.)
+fn states_success(line: &str) -> bool {
+    let body =
+        line.trim_end_matches(|c: char| c.is_whitespace() || matches!(c, '.' | '!' | ')' | ']'));
+    let (before, word) = body.split_at(last_word_start(body));
+    let leads = |before: &str| {
+        before
+            .chars()
+            .next_back()
+            .is_none_or(|c| c.is_whitespace() || c == '(' || c == '[')
+    };
+    if SUCCESS_WORDS.iter().any(|w| word.eq_ignore_ascii_case(w)) {
+        return leads(before);
+    }
+    let all_tests = (before.len().checked_sub(ALL_TESTS.len()))
+        .and_then(|at| Some((before.get(..at)?, before.get(at..)?)))
+        .filter(|(_, tail)| tail.eq_ignore_ascii_case(ALL_TESTS));
+    let pass = word
+        .get(..4)
+        .is_some_and(|p| p.eq_ignore_ascii_case("pass"));
+    pass && all_tests.is_some_and(|(head, _)| leads(head))
 }
 
-#[allow(clippy::expect_used)]
-fn failure_regex() -> &'static Regex {
-    static RE: OnceLock<Regex> = OnceLock::new();
-    RE.get_or_init(|| {
-        Regex::new(r"(?i)\b(?:fail(?:ed|ure|ures|s)?|error|errors|traceback|panicked)\b")
-            .expect("static regex")
-    })
+/// The words a last line ends with to say the run succeeded.
+const SUCCESS_WORDS: [&str; 5] = ["passed", "ok", "success", "successful", "succeeded"];
+/// What leads `pass…` in a line that says `all tests pass…`.
+const ALL_TESTS: &str = "all tests ";
+
+/// Whether a line names a failure: one of [`FAILURE_WORDS`] as a word, in either ASCII case.
+fn names_failure(line: &str) -> bool {
+    (line.split(|c: char| !is_word_char(c)))
+        .any(|word| FAILURE_WORDS.iter().any(|w| word.eq_ignore_ascii_case(w)))
+}
+
+/// The words that name a failure.
+const FAILURE_WORDS: [&str; 9] = [
+    "fail",
+    "failed",
+    "failure",
+    "failures",
+    "fails",
+    "error",
+    "errors",
+    "traceback",
+    "panicked",
+];
+
+/// A word character as a regex's `\w` reads it (letters, digits, `_`), to within marks
+/// and numbers that are not digits.
+fn is_word_char(c: char) -> bool {
+    c.is_alphanumeric() || c == '_'
+}
+
+/// Where the run of word characters that ends `text` starts.
+fn last_word_start(text: &str) -> usize {
+    text.char_indices()
+        .rev()
+        .find(|&(_, c)| !is_word_char(c))
+        .map_or(0, |(at, c)| at + c.len_utf8())
 }
 
 /// The verdict of a run whose output is `text`: `outcome` read from it, `errors` whether
@@ -57,7 +99,7 @@ pub(crate) fn verdict(text: &str, outcome: &Outcome, errors: bool, flagged: bool
         return Verdict::Passed;
     }
     match stated_outcome_line(text) {
-        Some(line) if failure_regex().is_match(line) => Verdict::Failed,
+        Some(line) if names_failure(line) => Verdict::Failed,
         Some(_) => Verdict::Passed,
         None => Verdict::Unknown,
     }
@@ -73,8 +115,8 @@ pub(crate) fn stated_outcome_line(text: &str) -> Option<&str> {
     let outcome = Outcome::of(line);
     let states = outcome.exit.is_some()
         || outcome.tests.is_some()
-        || success_regex().is_match(line)
-        || failure_regex().is_match(line) && line.split_whitespace().count() <= 12;
+        || states_success(line)
+        || names_failure(line) && line.split_whitespace().count() <= 12;
     states.then_some(line)
 }
 
@@ -123,5 +165,84 @@ mod tests {
         );
         assert_eq!(stated_outcome_line("fn main() {}\n}"), None);
         assert_eq!(stated_outcome_line(""), None);
+    }
+
+    /// The two functions read a line as the patterns they replaced did, on edge cases and
+    /// on every fixture text's last line.
+    #[test]
+    fn success_and_failure_are_read_as_the_former_patterns_read_them() {
+        let success = regex::Regex::new(
+            r"(?i)(?:^|[\s(\[])(?:passed|ok|success|successful|succeeded|all tests pass\w*)[\s.!)\]]*$",
+        )
+        .unwrap();
+        let failure = regex::Regex::new(
+            r"(?i)\b(?:fail(?:ed|ure|ures|s)?|error|errors|traceback|panicked)\b",
+        )
+        .unwrap();
+        let mut lines: Vec<String> = [
+            "ok",
+            "OK.",
+            "(ok)",
+            "[Passed]!",
+            "x-ok",
+            "okay",
+            "ok ok",
+            "passed_.",
+            "successful",
+            "Success",
+            "succeed",
+            "all tests passing",
+            "ALL TESTS PASS",
+            "all  tests pass",
+            "xall tests pass",
+            "(all tests passed)",
+            "tests pass",
+            "é ok",
+            "éok",
+            "ok\u{a0}",
+            "3 failed",
+            "failing",
+            "FAIL:",
+            "error_x",
+            "errors.",
+            "Traceback (most",
+            "panicked at",
+            "unfailed",
+            "fail2",
+            "fails!",
+            "",
+            " ",
+            "ok ]).",
+        ]
+        .map(String::from)
+        .to_vec();
+        for (_, conversation) in crate::trail::fixture_tests::fixtures() {
+            for message in &conversation.messages {
+                for block in message.blocks() {
+                    let text = match block {
+                        crate::conversation::Block::ToolResult(result) => result.joined_text(),
+                        crate::conversation::Block::Text(t) => t.text.clone(),
+                        _ => continue,
+                    };
+                    lines.extend(text.lines().rev().take(3).map(|l| l.trim().to_owned()));
+                }
+            }
+        }
+        let (mut successes, mut failures) = (0, 0);
+        for line in &lines {
+            assert_eq!(
+                states_success(line),
+                success.is_match(line),
+                "success: {line:?}"
+            );
+            assert_eq!(
+                names_failure(line),
+                failure.is_match(line),
+                "failure: {line:?}"
+            );
+            successes += usize::from(success.is_match(line));
+            failures += usize::from(failure.is_match(line));
+        }
+        assert!(successes > 5 && failures > 20, "{successes} {failures}");
     }
 }
