@@ -51,6 +51,23 @@ pub(crate) fn worker_idle() {
     }
 }
 
+/// Threads a one-shot command's exact count may use (never more than the cores): counting is
+/// bound by memory lookups, and past four threads a request's share per thread is small.
+const COUNTING_THREADS: usize = 4;
+
+/// Settles what a process that runs the command line `args` and then exits may do, and
+/// says whether it runs a one-shot command: any command but the proxy runs one job, so a
+/// large request's exact count may use the idle cores. A `proxy` anywhere among the
+/// arguments keeps the proxy's settings (the safe side). The binary's `main` and the Python
+/// wheel's `cascade` console script both call it before [`run`].
+pub fn settle_process<T: AsRef<std::ffi::OsStr>>(args: &[T]) -> bool {
+    let one_shot = !args.iter().any(|arg| arg.as_ref() == "proxy");
+    if one_shot {
+        context_cascade::estimate::set_counting_threads(COUNTING_THREADS);
+    }
+    one_shot
+}
+
 /// Keep long LLM agent conversations inside the model's context window.
 #[derive(Debug, Parser)]
 #[command(name = "cascade", version, about, propagate_version = true, after_help = error::EXIT_CODES)]

@@ -122,9 +122,14 @@ fn _bench_compact(
 }
 
 /// Runs the `cascade` command line (`argv[0]` is the program name); returns the exit code.
+/// For the console script, whose process runs this one command: its settings are the
+/// binary's (a one-shot command's exact count may use the idle cores).
 #[pyfunction]
 fn run(py: Python<'_>, argv: Vec<String>) -> u8 {
-    py.detach(|| cascade_cli::run(argv))
+    py.detach(|| {
+        cascade_cli::settle_process(&argv);
+        cascade_cli::run(argv)
+    })
 }
 
 /// The Rust side of `context_cascade`.
