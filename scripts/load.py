@@ -20,6 +20,7 @@ import asyncio
 import json
 import os
 import statistics
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -287,6 +288,9 @@ async def run(args):
         failed.append(f"only {ok} of {done_requests} requests answered 200: {stats}")
     for why in failed:
         print(f"load: {why} (proxy log: {workdir}/proxy.log)", file=sys.stderr)
+    if not failed:
+        # Kept only when a check failed: the proxy's log is what to read then.
+        shutil.rmtree(workdir, ignore_errors=True)
     return 1 if failed else 0
 
 
