@@ -245,8 +245,8 @@ fn shell_op(before: &str) -> FileOp {
     }
 }
 
-/// A command as the trail lists it: its first line without a `bash -lc` wrapper, cut.
-pub(crate) fn short_command(command: &str, max: usize) -> String {
+/// A command without a `bash -lc` wrapper (its quotes stay).
+fn unwrapped(command: &str) -> &str {
     let mut text = command.trim();
     for wrapper in [
         "bash -lc ",
@@ -258,7 +258,12 @@ pub(crate) fn short_command(command: &str, max: usize) -> String {
     ] {
         text = text.strip_prefix(wrapper).unwrap_or(text).trim();
     }
-    let mut lines = text.lines();
+    text
+}
+
+/// A command as the trail lists it: its first line without a `bash -lc` wrapper, cut.
+pub(crate) fn short_command(command: &str, max: usize) -> String {
+    let mut lines = unwrapped(command).lines();
     let first = lines.next().unwrap_or("").trim();
     let short = super::error_ids::cut(first, max);
     if lines.next().is_some() && !short.ends_with('…') {
@@ -269,17 +274,18 @@ pub(crate) fn short_command(command: &str, max: usize) -> String {
 }
 
 /// The program a command runs, as the trail groups runs: its first step that is not a
-/// `cd`, without wrappers and `VAR=value` words, by its first word and a subcommand
-/// (`mix test`, `git status`, `cargo test`), not by its arguments (`cat`, `python`).
+/// `cd` or a comment (steps end at `&&`, `;`, `|` and line ends, so a command written over
+/// several lines is read whole), without wrappers and `VAR=value` words, by its first word
+/// and a subcommand (`mix test`, `git status`, `cargo test`), not by its arguments (`cat`,
+/// `python`).
 pub(crate) fn command_program(command: &str) -> String {
-    let short = short_command(command, usize::MAX);
-    let step = short
+    let text = unwrapped(command);
+    let step = text
         .split("&&")
-        .flat_map(|s| s.split([';', '|']))
-        .map(str::trim)
-        .find(|s| !s.is_empty() && !s.starts_with("cd "))
-        .unwrap_or(short.as_str())
-        .trim_matches(['\'', '"']);
+        .flat_map(|s| s.split([';', '|', '\n']))
+        .map(|s| s.trim().trim_matches(['\'', '"']).trim())
+        .find(|s| !s.is_empty() && !s.starts_with('#') && *s != "cd" && !s.starts_with("cd "))
+        .unwrap_or_else(|| text.trim_matches(['\'', '"']));
     let mut words = step.split_whitespace().skip_while(|w| {
         w.contains('=')
             || matches!(*w, "sudo" | "env" | "time" | "timeout" | "nohup")
@@ -354,5 +360,16 @@ mod tests {
         assert_eq!(command_program("python reproduce.py"), "python");
         assert_eq!(command_program("/usr/bin/cargo test -p x"), "cargo test");
         assert_eq!(command_program("timeout 60 ponyc -V"), "ponyc");
+        // Over several lines: the steps of every line, not the first line's `cd` and `…`.
+        assert_eq!(command_program("cd /p &&\n  mix test --trace"), "mix test");
+        assert_eq!(
+            command_program("bash -lc 'cd /p &&\nmix format --check-formatted'"),
+            "mix format"
+        );
+        assert_eq!(
+            command_program("# run the suite\ncargo test -q"),
+            "cargo test"
+        );
+        assert_eq!(command_program("cd /p"), "cd");
     }
 }
