@@ -3,8 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure is a test failure
 
 use super::*;
-use crate::conversation::Block;
-use crate::trail::fixture_tests::fixtures;
+use crate::trail::fixture_tests::{fixture_texts, fixtures};
 
 /// The patterns run on the whole text, as before the scan: the reference.
 fn identifiers_on_whole_text(text: &str, ids: &mut Vec<String>) {
@@ -72,18 +71,9 @@ fn the_lines_scanned_give_what_the_whole_text_gives() {
 #[test]
 fn the_lines_scanned_give_what_the_whole_text_gives_on_every_fixture() {
     let mut results = 0;
-    for (_, conversation) in fixtures() {
-        for message in &conversation.messages {
-            for block in message.blocks() {
-                let text = match block {
-                    Block::ToolResult(result) => result.joined_text(),
-                    Block::Text(t) => t.text.clone(),
-                    _ => continue,
-                };
-                assert_same(&text);
-                results += 1;
-            }
-        }
+    for text in fixture_texts() {
+        assert_same(&text);
+        results += 1;
     }
     assert!(results > 500, "{results}");
 }

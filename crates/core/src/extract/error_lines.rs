@@ -197,18 +197,9 @@ mod tests {
         ]
         .map(String::from)
         .to_vec();
-        for (_, conversation) in crate::trail::fixture_tests::fixtures() {
-            for message in &conversation.messages {
-                for block in message.blocks() {
-                    let text = match block {
-                        crate::conversation::Block::ToolResult(result) => result.joined_text(),
-                        crate::conversation::Block::Text(t) => t.text.clone(),
-                        _ => continue,
-                    };
-                    if let Some(first) = text.lines().map(str::trim).find(|l| !l.is_empty()) {
-                        lines.push(first[..floor_char_boundary(first, 500)].to_owned());
-                    }
-                }
+        for text in crate::trail::fixture_tests::fixture_texts() {
+            if let Some(first) = text.lines().map(str::trim).find(|l| !l.is_empty()) {
+                lines.push(first[..floor_char_boundary(first, 500)].to_owned());
             }
         }
         let mut failures = 0;

@@ -93,17 +93,8 @@ fn success_and_failure_are_read_as_the_former_patterns_read_them() {
     ]
     .map(String::from)
     .to_vec();
-    for (_, conversation) in crate::trail::fixture_tests::fixtures() {
-        for message in &conversation.messages {
-            for block in message.blocks() {
-                let text = match block {
-                    crate::conversation::Block::ToolResult(result) => result.joined_text(),
-                    crate::conversation::Block::Text(t) => t.text.clone(),
-                    _ => continue,
-                };
-                lines.extend(text.lines().rev().take(3).map(|l| l.trim().to_owned()));
-            }
-        }
+    for text in crate::trail::fixture_tests::fixture_texts() {
+        lines.extend(text.lines().rev().take(3).map(|l| l.trim().to_owned()));
     }
     let (mut successes, mut failures) = (0, 0);
     for line in &lines {

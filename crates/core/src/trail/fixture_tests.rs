@@ -38,6 +38,24 @@ pub(crate) fn fixtures() -> Vec<(String, Conversation)> {
         .collect()
 }
 
+/// The text of every text block and every tool result of every fixture message, in order
+/// (what the extractors' tests compare their functions on).
+pub(crate) fn fixture_texts() -> Vec<String> {
+    let mut texts = Vec::new();
+    for (_, conversation) in fixtures() {
+        for message in &conversation.messages {
+            for block in message.blocks() {
+                match block {
+                    Block::ToolResult(result) => texts.push(result.joined_text()),
+                    Block::Text(t) => texts.push(t.text.clone()),
+                    _ => {}
+                }
+            }
+        }
+    }
+    texts
+}
+
 /// The original messages the output no longer holds: a message stays if its tool calls or
 /// its result's call are still there, or (without tool blocks) its text is.
 fn removed<'a>(original: &'a Conversation, output: &Conversation) -> Vec<&'a Message> {
