@@ -17,9 +17,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use super::{Estimator, Weights, counts_exactly};
 use crate::conversation::Message;
 
-/// Characters not yet counted from which a request is counted on several cores (a
-/// thread costs some tens of microseconds to start; this much text, about a millisecond
-/// to count).
+/// Characters not yet counted from which a request is counted on several cores: a thread
+/// costs some tens of microseconds to start, and a one-shot command counts this much text
+/// cold (the tables' pages read on first touch) in about 0.3 ms. Measured whole process,
+/// `cascade compact` of gpt-4o bodies at 32K against the former 128 KiB: 109 kB 10.3 → 8.6 ms,
+/// 87 kB 7.4 → 6.5 ms (medians of 31, side by side).
 pub(crate) const PARALLEL_MIN_CHARS: u64 = 32 * 1024;
 /// Threads a count may use, the caller's included (1: the caller alone, the default).
 static THREADS: AtomicUsize = AtomicUsize::new(1);
