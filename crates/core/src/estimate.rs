@@ -7,6 +7,8 @@
 //! provider really counts.
 
 #[cfg(feature = "exact")]
+#[cfg(feature = "exact")]
+mod char_classes;
 mod chunked;
 pub mod counter;
 #[cfg(feature = "exact")]

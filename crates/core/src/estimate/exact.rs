@@ -135,8 +135,8 @@ pub fn counter_for_model(model: &str) -> Option<&'static dyn TokenCounter> {
 }
 
 impl ExactCounter {
-    /// The tokenizer of `encoding`: its tables are in the binary, so this only reads the
-    /// Unicode classes its pattern uses (well under a millisecond).
+    /// The tokenizer of `encoding`: its tables (the vocabulary and the Unicode classes of its
+    /// pattern) are in the binary, so this builds nothing.
     pub fn new(encoding: Encoding) -> Result<Self, crate::error::Error> {
         let vocab = match encoding {
             Encoding::O200kBase => Vocab::o200k_base(),
@@ -145,11 +145,10 @@ impl ExactCounter {
         .ok_or_else(|| {
             crate::error::Error::Tokenizer(format!("{}: the built tables", encoding.name()))
         })?;
-        let classes = Classes::new().map_err(crate::error::Error::Tokenizer)?;
         Ok(ExactCounter {
             encoding,
             vocab,
-            classes,
+            classes: Classes,
             cutter: Cutter::new(CHUNK_BYTES),
             memo: Mutex::new(Memo::default()),
         })

@@ -3,27 +3,15 @@
 //! byte scan and with nothing to compile at load.
 //!
 //! The patterns' classes come from the Unicode tables of `regex-syntax`, the crate tiktoken's
-//! regex engine parses them with, so a character is a letter, a number or a space here
-//! exactly when it is there; ASCII is looked up in a table built at compile time.
+//! regex engine parses them with, read by the build script (`estimate::char_classes`), so a
+//! character is a letter, a number or a space here exactly when it is there; ASCII is looked
+//! up in a table built at compile time.
 //! `tests/exact_tokenizer.rs` compares the counts with tiktoken-rs's on every fixture
 //! message, the patterns' edge cases and generated text in both encodings.
 
 use std::ops::Range;
 
-/// Uppercase or titlecase letter (`Lu`, `Lt`).
-const UPPER: u8 = 1;
-/// Lowercase letter (`Ll`).
-const LOWER: u8 = 2;
-/// Modifier or other letter (`Lm`, `Lo`): in both the upper and the lower class of o200k.
-const OTHER: u8 = 4;
-/// Mark (`M`): in both o200k classes, yet not a letter.
-const MARK: u8 = 8;
-/// Number (`N`).
-const NUMBER: u8 = 16;
-/// White space (`\s`).
-const SPACE: u8 = 32;
-/// `\r` or `\n`.
-const NEWLINE: u8 = 64;
+use super::char_classes::{LOWER, MARK, NEWLINE, NUMBER, OTHER, SPACE, UPPER};
 
 const LETTER: u8 = UPPER | LOWER | OTHER;
 /// o200k's `[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]`.
@@ -65,40 +53,16 @@ const ASCII: [u8; 128] = {
     table
 };
 
-/// The classes of every character past ASCII: disjoint ranges in order.
-#[derive(Debug)]
-pub(crate) struct Classes {
-    ranges: Vec<(char, char, u8)>,
-}
+/// The classes of every character past ASCII, `(first, last, class)`: disjoint ranges in
+/// order, written by the build script from `regex-syntax`'s tables.
+static RANGES: &[(char, char, u8)] = include!(concat!(env!("OUT_DIR"), "/unicode_classes.rs"));
+
+/// The character classes of the patterns: a table lookup for ASCII, a binary search of
+/// [`RANGES`] past it.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Classes;
 
 impl Classes {
-    /// Reads the Unicode classes the patterns use from `regex-syntax`'s tables.
-    pub(crate) fn new() -> Result<Classes, String> {
-        let mut ranges = Vec::new();
-        for (class, pattern) in [
-            (UPPER, r"[\p{Lu}\p{Lt}]"),
-            (LOWER, r"\p{Ll}"),
-            (OTHER, r"[\p{Lm}\p{Lo}]"),
-            (MARK, r"\p{M}"),
-            (NUMBER, r"\p{N}"),
-            (SPACE, r"\s"),
-        ] {
-            let hir = regex_syntax::Parser::new()
-                .parse(pattern)
-                .map_err(|e| format!("{pattern}: {e}"))?;
-            let regex_syntax::hir::HirKind::Class(regex_syntax::hir::Class::Unicode(set)) =
-                hir.kind()
-            else {
-                return Err(format!("{pattern}: not a class"));
-            };
-            (set.ranges().iter())
-                .filter(|r| r.end() > '\u{7f}')
-                .for_each(|r| ranges.push((r.start().max('\u{80}'), r.end(), class)));
-        }
-        ranges.sort_unstable();
-        Ok(Classes { ranges })
-    }
-
     /// The class of the character at `at` and its length in bytes (0, 0 at the end).
     #[inline]
     fn at(&self, text: &str, at: usize) -> (u8, usize) {
@@ -113,8 +77,8 @@ impl Classes {
     }
 
     fn of_char(&self, ch: char) -> u8 {
-        let i = self.ranges.partition_point(|&(start, _, _)| start <= ch);
-        match i.checked_sub(1).map(|i| self.ranges[i]) {
+        let i = RANGES.partition_point(|&(start, _, _)| start <= ch);
+        match i.checked_sub(1).and_then(|i| RANGES.get(i)).copied() {
             Some((_, end, class)) if ch <= end => class,
             _ => 0,
         }
@@ -337,4 +301,37 @@ fn previous_boundary(text: &str, at: usize) -> usize {
         i -= 1;
     }
     i
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use crate::estimate::char_classes::PATTERNS;
+
+    /// The built table gives every character past ASCII the classes the regex crate (which
+    /// shares `regex-syntax`'s tables with tiktoken's engine) says it is in.
+    #[test]
+    fn the_built_table_agrees_with_the_regex_crate_on_every_character() {
+        let patterns: Vec<(u8, regex::Regex)> = (PATTERNS.iter())
+            .map(|&(class, pattern)| (class, regex::Regex::new(&format!("^{pattern}$")).unwrap()))
+            .collect();
+        assert!(
+            RANGES.windows(2).all(|w| w[0].1 < w[1].0),
+            "ordered, disjoint"
+        );
+        let mut buffer = [0u8; 4];
+        for ch in '\u{80}'..=char::MAX {
+            let text: &str = ch.encode_utf8(&mut buffer);
+            let expected = (patterns.iter())
+                .filter(|(_, re)| re.is_match(text))
+                .fold(0, |bits, (class, _)| bits | class);
+            assert_eq!(
+                Classes.at(text, 0),
+                (expected, ch.len_utf8()),
+                "U+{:04X}",
+                ch as u32
+            );
+        }
+    }
 }
