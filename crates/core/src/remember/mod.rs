@@ -54,20 +54,22 @@ mod prefilter;
 #[cfg(test)]
 mod tests;
 
+use std::sync::Arc;
+
 use crate::conversation::{Conversation, Role};
 use grammar::{
     CJK_NARRATIVE, SELF_MARKERS, cjk_is_request, is_cjk, latin_is_request, starts_with_words,
 };
-use prefilter::Prefilter;
+use prefilter::Deferred;
 
 /// Detects remember requests; the phrase list is configurable.
 #[derive(Debug, Clone)]
 pub struct RememberPolicy {
     phrases: Vec<String>,
     compiled: Vec<Phrase>,
-    /// A cheap first test ([`prefilter`]): on a long history the full test would
-    /// otherwise dominate `prepare`.
-    prefilter: Option<Prefilter>,
+    /// A cheap first test ([`prefilter`]), built once it pays: on a long history the full
+    /// test would otherwise dominate `prepare`.
+    prefilter: Arc<Deferred>,
 }
 
 #[derive(Debug, Clone)]
@@ -94,7 +96,7 @@ impl RememberPolicy {
         let mut policy = RememberPolicy {
             phrases: Vec::new(),
             compiled: Vec::new(),
-            prefilter: None,
+            prefilter: Arc::default(),
         };
         for phrase in phrases {
             let original = phrase.as_ref().trim();
@@ -118,7 +120,6 @@ impl RememberPolicy {
                 narrative,
             });
         }
-        policy.prefilter = Prefilter::of(&policy.phrases);
         policy
     }
 
@@ -148,7 +149,8 @@ impl RememberPolicy {
         if self.compiled.is_empty() {
             return false;
         }
-        if self.prefilter.as_ref().is_some_and(|p| !p.may_match(text)) {
+        let prefilter = self.prefilter.for_text(&self.phrases, text.len());
+        if prefilter.is_some_and(|p| !p.may_match(text)) {
             return false;
         }
         let text = normalize_text(text);

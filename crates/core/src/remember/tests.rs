@@ -1,18 +1,41 @@
 use super::grammar::{clause_words, is_question, strip_lead_ins};
+use super::prefilter::{BUILD_AFTER_BYTES, Prefilter};
 use super::*;
 
+/// The verdicts of both ways a text is tested: by the full test alone (a policy that has
+/// tested little yet) and behind the prefilter (one that has tested enough to build it).
+fn verdicts(text: &str) -> (bool, bool) {
+    let fresh = RememberPolicy::default();
+    let warm = RememberPolicy::default();
+    assert!(warm.prefilter.built(&warm.phrases).is_some());
+    (
+        fresh.is_remember_request(text),
+        warm.is_remember_request(text),
+    )
+}
+
 fn yes(text: &str) {
-    assert!(
-        RememberPolicy::default().is_remember_request(text),
-        "should match: {text:?}"
-    );
+    assert_eq!(verdicts(text), (true, true), "should match: {text:?}");
 }
 
 fn no(text: &str) {
+    assert_eq!(verdicts(text), (false, false), "should not match: {text:?}");
+}
+
+#[test]
+fn the_prefilter_is_built_once_it_pays_and_shared_by_clones() {
+    let policy = RememberPolicy::default();
+    let clone = policy.clone();
+    let line = "the build failed in module 3\n";
+    assert!(!policy.is_remember_request(line));
     assert!(
-        !RememberPolicy::default().is_remember_request(text),
-        "should not match: {text:?}"
+        policy.prefilter.built.get().is_none(),
+        "a short text gets the full test"
     );
+    let long = line.repeat(BUILD_AFTER_BYTES / line.len());
+    assert!(!clone.is_remember_request(&long));
+    assert!(policy.prefilter.built.get().is_some_and(Option::is_some));
+    assert!(policy.is_remember_request("Keep in mind: the port is 8080"));
 }
 
 #[test]
@@ -20,10 +43,10 @@ fn the_prefilter_never_hides_a_phrase() {
     let policy = RememberPolicy::default();
     for phrase in policy.phrases() {
         let text = format!("so {} this", phrase.to_uppercase());
-        let prefilter = policy.prefilter.as_ref().unwrap();
+        let prefilter = policy.prefilter.built(&policy.phrases).unwrap();
         assert!(prefilter.may_match(&text), "{phrase}");
     }
-    let prefilter = policy.prefilter.as_ref().unwrap();
+    let prefilter = policy.prefilter.built(&policy.phrases).unwrap();
     assert!(matches!(prefilter, Prefilter::Ascii(_)));
     assert!(!prefilter.may_match("the build failed in module 3"));
     // The Kelvin sign lowercases to `k`: the full test reads "keep in mind".
@@ -39,7 +62,7 @@ fn the_prefilter_never_hides_a_phrase() {
 #[test]
 fn a_phrase_in_a_cased_script_is_found_in_either_case() {
     let policy = RememberPolicy::from_phrases(["θυμήσου"]);
-    let prefilter = policy.prefilter.as_ref().unwrap();
+    let prefilter = policy.prefilter.built(&policy.phrases).unwrap();
     assert!(matches!(prefilter, Prefilter::Unicode(_)));
     assert!(policy.is_remember_request("ΘΥΜΉΣΟΥ: το port είναι 8080"));
     assert!(!prefilter.may_match("ξέχνα το"));
