@@ -101,3 +101,35 @@ fn invalid_json_is_reported_as_such_even_with_a_repeated_key() {
     assert!(err.contains("invalid JSON"), "{err}");
     assert!(!err.contains("duplicate"), "{err}");
 }
+
+/// A body of 64 KiB or more is checked on a second thread while it is parsed: the same
+/// refusal, and invalid JSON still reported as such.
+#[test]
+fn a_large_body_is_checked_the_same_way() {
+    let long = "x".repeat(70 * 1024);
+    let body = format!(
+        r#"{{"model":"gpt-4o","messages":[{{"role":"user","content":"{long}"}},
+        {{"role":"assistant","content":"b","content":"c"}}]}}"#
+    );
+    let out = common::run_with_stdin(&["compact", "-", "--window", "200000"], body.as_bytes());
+    assert_refused(
+        &out,
+        &format!("cascade: <stdin>: $.messages[1]: duplicate key \"content\": {WHY}"),
+    );
+    let cut = &body[..body.len() - 3];
+    let out = common::run_with_stdin(&["compact", "-", "--window", "200000"], cut.as_bytes());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("invalid JSON") && !err.contains("duplicate"),
+        "{err}"
+    );
+    let fine = body.replacen(r#""content":"b","#, "", 1);
+    let out = common::run_with_stdin(&["compact", "-", "--window", "200000"], fine.as_bytes());
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
