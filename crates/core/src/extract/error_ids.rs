@@ -163,10 +163,7 @@ pub(crate) fn error_ids(text: &str, output: Output, flagged: bool) -> Vec<String
         identifiers(part, &mut ids);
     }
     if ids.is_empty() && flagged && output != Output::Shell {
-        let (lines, _) = error_lines::error_lines(head, 1);
-        let first = lines
-            .first()
-            .copied()
+        let first = error_lines::first_error_line(head)
             .or_else(|| head.lines().map(str::trim).find(|l| !l.is_empty()));
         ids.extend(first.map(|l| cut(l, MESSAGE_CHARS)));
     }

@@ -95,14 +95,8 @@ pub(crate) fn error_lines(text: &str, max: usize) -> (Vec<&str>, usize) {
         if m.start() < taken_until {
             continue;
         }
-        let line_start = text[..m.start()].rfind('\n').map_or(0, |i| i + 1);
-        let line_end = text[m.end()..]
-            .find('\n')
-            .map_or(text.len(), |i| m.end() + i);
+        let (line, line_end) = quoted_line(text, m.range());
         taken_until = line_end;
-        // Quote a long line from shortly before the match, not from its start.
-        let from = floor_char_boundary(text, line_start.max(m.start().saturating_sub(80)));
-        let line = text[from..line_end].trim();
         if lines.contains(&line) {
             continue;
         }
@@ -113,6 +107,25 @@ pub(crate) fn error_lines(text: &str, max: usize) -> (Vec<&str>, usize) {
         }
     }
     (lines, more)
+}
+
+/// The first line of `text` that reports an error, quoted as [`error_lines`] quotes it:
+/// the scan stops there, where `error_lines(text, 1)` reads on to count the rest.
+pub(crate) fn first_error_line(text: &str) -> Option<&str> {
+    let m = error_regex().find(text)?;
+    Some(quoted_line(text, m.range()).0)
+}
+
+/// The line of `text` holding the match `found`, from shortly before the match when the
+/// line is long, trimmed; and where the line ends.
+fn quoted_line(text: &str, found: std::ops::Range<usize>) -> (&str, usize) {
+    let line_start = text[..found.start].rfind('\n').map_or(0, |i| i + 1);
+    let line_end = text[found.end..]
+        .find('\n')
+        .map_or(text.len(), |i| found.end + i);
+    // Quote a long line from shortly before the match, not from its start.
+    let from = floor_char_boundary(text, line_start.max(found.start.saturating_sub(80)));
+    (text[from..line_end].trim(), line_end)
 }
 
 #[cfg(test)]
@@ -144,6 +157,24 @@ mod tests {
                 .0
                 .is_empty()
         );
+    }
+
+    /// The early stop finds what the full scan lists first, on every fixture text.
+    #[test]
+    fn the_first_error_line_is_the_first_listed() {
+        let mut texts = crate::trail::fixture_tests::fixture_texts();
+        texts.push("no error here\n".to_owned());
+        texts.push(format!(
+            "{}  Traceback (most recent call last)",
+            "x".repeat(300)
+        ));
+        let mut found = 0;
+        for text in &texts {
+            let listed = error_lines(text, 1).0.first().copied();
+            assert_eq!(first_error_line(text), listed, "{text:.200}");
+            found += usize::from(listed.is_some());
+        }
+        assert!(found > 100, "only {found} texts hold an error line");
     }
 
     #[test]
