@@ -124,6 +124,9 @@ impl Classes {
     /// |\p{N}{1,3} | ?[^\s\p{L}\p{N}]+[\r\n/]* |\s*[\r\n]+ |\s+(?!\S) |\s+
     /// ```
     fn o200k_piece(&self, text: &str, s: usize) -> usize {
+        if let Some(end) = o200k_ascii_piece(text, s) {
+            return end;
+        }
         let (first, len) = self.at(text, s);
         // The optional leading character: tried taken, then not (backtracking order).
         let starts = if leads_word(first) {
@@ -275,6 +278,76 @@ impl Classes {
         }
         self.spaces(text, s, false)
     }
+}
+
+/// Past the end of the text, for [`o200k_ascii_piece`]: in no class, and no symbol.
+const END: u8 = 128;
+
+/// The class of the ASCII byte at `at`, [`END`] past the text; `None` past ASCII.
+#[inline]
+fn ascii_at(bytes: &[u8], at: usize) -> Option<u8> {
+    match bytes.get(at) {
+        None => Some(END),
+        Some(&b) if b < 0x80 => Some(ASCII[b as usize]),
+        Some(_) => None,
+    }
+}
+
+/// The end of the o200k piece at `s` when it is a word, a number or a run of symbols and
+/// every byte that decides it is ASCII (most pieces of most text); `None` leaves the piece
+/// to [`Classes::o200k_piece`]'s general path, as does white space. In ASCII the upper and
+/// lower classes are `[A-Z]` and `[a-z]` and share nothing, so the first two alternatives
+/// never give back a letter: a word is its optional leading character, its capitals and its
+/// small letters, and a contraction.
+#[inline]
+fn o200k_ascii_piece(text: &str, s: usize) -> Option<usize> {
+    let bytes = text.as_bytes();
+    let first = ascii_at(bytes, s)?;
+    let start = if first & LETTER != 0 {
+        Some(s)
+    } else if leads_word(first) && ascii_at(bytes, s + 1)? & LETTER != 0 {
+        Some(s + 1)
+    } else {
+        None
+    };
+    if let Some(start) = start {
+        let mut end = start;
+        while ascii_at(bytes, end)? & UPPER != 0 {
+            end += 1;
+        }
+        while ascii_at(bytes, end)? & LOWER != 0 {
+            end += 1;
+        }
+        return Some(end + contraction(text, end));
+    }
+    if first & NUMBER != 0 {
+        let mut end = s + 1;
+        while end < s + 3 && ascii_at(bytes, end)? & NUMBER != 0 {
+            end += 1;
+        }
+        // A fourth digit, even past ASCII, starts the next piece: nothing to check.
+        return Some(end);
+    }
+    let from = if first & SPACE != 0 && bytes[s] == b' ' {
+        s + 1
+    } else {
+        s
+    };
+    let mut end = from;
+    loop {
+        let class = ascii_at(bytes, end)?;
+        if class == END || !is_symbol(class) {
+            break;
+        }
+        end += 1;
+    }
+    if end == from {
+        return None;
+    }
+    while matches!(bytes.get(end), Some(b'\r' | b'\n' | b'/')) {
+        end += 1;
+    }
+    Some(end)
 }
 
 /// `(?i:'s|'t|'re|'ve|'m|'ll|'d)` at `at`: its length in bytes, 0 when there is none.
