@@ -7,8 +7,8 @@
 //! provider really counts.
 
 #[cfg(feature = "exact")]
-#[cfg(feature = "exact")]
 mod char_classes;
+#[cfg(feature = "exact")]
 mod chunked;
 pub mod counter;
 #[cfg(feature = "exact")]
