@@ -60,7 +60,7 @@ use crate::conversation::{Conversation, Role};
 use grammar::{
     CJK_NARRATIVE, SELF_MARKERS, cjk_is_request, is_cjk, latin_is_request, starts_with_words,
 };
-use prefilter::Deferred;
+use prefilter::{Deferred, Searchers};
 
 /// Detects remember requests; the phrase list is configurable.
 #[derive(Debug, Clone)]
@@ -149,22 +149,56 @@ impl RememberPolicy {
         if self.compiled.is_empty() {
             return false;
         }
-        let prefilter = self.prefilter.for_text(&self.phrases, text.len());
+        let searchers = self.searchers(text.len());
+        let prefilter = searchers.and_then(|s| s.prefilter.as_ref());
         if prefilter.is_some_and(|p| !p.may_match(text)) {
             return false;
         }
         let text = normalize_text(text);
+        if let Some(finder) = searchers.and_then(|s| s.phrases.as_ref())
+            && let Ok(mut found) = finder.try_find_overlapping_iter(text.as_str())
+        {
+            // An occurrence overlapping the previous one of the same phrase is skipped, as
+            // `match_indices` (the per-phrase search below) skips it: same verdicts.
+            let mut next_start = vec![0; self.compiled.len()];
+            return found.any(|m| {
+                let index = m.pattern().as_usize();
+                let (Some(phrase), Some(next)) =
+                    (self.compiled.get(index), next_start.get_mut(index))
+                else {
+                    return false;
+                };
+                if m.start() < *next {
+                    return false;
+                }
+                *next = m.end();
+                phrase.is_request_at(&text, m.start(), m.end())
+            });
+        }
         self.compiled.iter().any(|phrase| {
             text.match_indices(phrase.text.as_str())
-                .any(|(start, found)| {
-                    let end = start + found.len();
-                    if phrase.cjk {
-                        cjk_is_request(&text, start, end, phrase.narrative)
-                    } else {
-                        latin_is_request(&text, start, end, phrase.self_marked)
-                    }
-                })
+                .any(|(start, found)| phrase.is_request_at(&text, start, start + found.len()))
         })
+    }
+}
+
+impl RememberPolicy {
+    /// The searchers to test a text of `len` bytes with, once they pay ([`prefilter`]).
+    fn searchers(&self, len: usize) -> Option<&Searchers> {
+        (self.prefilter).for_text(len, || {
+            Searchers::of(&self.phrases, self.compiled.iter().map(|p| p.text.as_str()))
+        })
+    }
+}
+
+impl Phrase {
+    /// Whether this phrase, found at `start..end` of the normalized `text`, asks to remember.
+    fn is_request_at(&self, text: &str, start: usize, end: usize) -> bool {
+        if self.cjk {
+            cjk_is_request(text, start, end, self.narrative)
+        } else {
+            latin_is_request(text, start, end, self.self_marked)
+        }
     }
 }
 

@@ -2,12 +2,25 @@ use super::grammar::{clause_words, is_question, strip_lead_ins};
 use super::prefilter::{BUILD_AFTER_BYTES, Prefilter};
 use super::*;
 
-/// The verdicts of both ways a text is tested: by the full test alone (a policy that has
-/// tested little yet) and behind the prefilter (one that has tested enough to build it).
+/// A policy of `phrases` that has tested enough text to build its searchers.
+fn warm(phrases: &[&str]) -> RememberPolicy {
+    let policy = RememberPolicy::from_phrases(phrases);
+    assert!(policy.searchers(BUILD_AFTER_BYTES).is_some());
+    policy
+}
+
+/// The prefilter of a warm policy.
+fn prefilter_of(policy: &RememberPolicy) -> &Prefilter {
+    let searchers = policy.searchers(BUILD_AFTER_BYTES).unwrap();
+    searchers.prefilter.as_ref().unwrap()
+}
+
+/// The verdicts of both ways a text is tested: by the full test alone, a search per phrase
+/// (a policy that has tested little yet), and behind the prefilter with every phrase found
+/// in one pass (one that has tested enough to build them).
 fn verdicts(text: &str) -> (bool, bool) {
     let fresh = RememberPolicy::default();
-    let warm = RememberPolicy::default();
-    assert!(warm.prefilter.built(&warm.phrases).is_some());
+    let warm = warm(DEFAULT_PHRASES);
     (
         fresh.is_remember_request(text),
         warm.is_remember_request(text),
@@ -34,19 +47,19 @@ fn the_prefilter_is_built_once_it_pays_and_shared_by_clones() {
     );
     let long = line.repeat(BUILD_AFTER_BYTES / line.len());
     assert!(!clone.is_remember_request(&long));
-    assert!(policy.prefilter.built.get().is_some_and(Option::is_some));
+    let built = policy.prefilter.built.get();
+    assert!(built.is_some_and(|s| s.prefilter.is_some() && s.phrases.is_some()));
     assert!(policy.is_remember_request("Keep in mind: the port is 8080"));
 }
 
 #[test]
 fn the_prefilter_never_hides_a_phrase() {
-    let policy = RememberPolicy::default();
+    let policy = warm(DEFAULT_PHRASES);
+    let prefilter = prefilter_of(&policy);
     for phrase in policy.phrases() {
         let text = format!("so {} this", phrase.to_uppercase());
-        let prefilter = policy.prefilter.built(&policy.phrases).unwrap();
         assert!(prefilter.may_match(&text), "{phrase}");
     }
-    let prefilter = policy.prefilter.built(&policy.phrases).unwrap();
     assert!(matches!(prefilter, Prefilter::Ascii(_)));
     assert!(!prefilter.may_match("the build failed in module 3"));
     // The Kelvin sign lowercases to `k`: the full test reads "keep in mind".
@@ -61,8 +74,8 @@ fn the_prefilter_never_hides_a_phrase() {
 /// it, as the full test (which lowercases) finds it.
 #[test]
 fn a_phrase_in_a_cased_script_is_found_in_either_case() {
-    let policy = RememberPolicy::from_phrases(["θυμήσου"]);
-    let prefilter = policy.prefilter.built(&policy.phrases).unwrap();
+    let policy = warm(&["θυμήσου"]);
+    let prefilter = prefilter_of(&policy);
     assert!(matches!(prefilter, Prefilter::Unicode(_)));
     assert!(policy.is_remember_request("ΘΥΜΉΣΟΥ: το port είναι 8080"));
     assert!(!prefilter.may_match("ξέχνα το"));
@@ -184,6 +197,52 @@ fn configurable_phrases() {
     let none = RememberPolicy::from_phrases(Vec::<String>::new());
     assert!(none.phrases().is_empty());
     assert!(!none.is_remember_request("remember this"));
+}
+
+/// A search per phrase (`match_indices`) skips an occurrence that overlaps the phrase's
+/// previous one; the one-pass search, which reports every occurrence, skips it too.
+#[test]
+fn an_overlapping_occurrence_is_skipped_both_ways() {
+    let text = "xpls pls pls";
+    // Found at 1 (after a letter: not a word) and at 5, overlapping the first.
+    let fresh = RememberPolicy::from_phrases(["pls pls"]);
+    assert!(!fresh.is_remember_request(text));
+    assert!(!warm(&["pls pls"]).is_remember_request(text));
+    // Alone, the second occurrence is a (self-marked) request.
+    assert!(warm(&["pls pls"]).is_remember_request("x pls pls"));
+}
+
+/// Text pieces that exercise every rule: phrases in either case, triggers, lead-ins,
+/// clause boundaries, code punctuation, questions, CJK narrative forms.
+#[rustfmt::skip]
+const PIECES: &[&str] = &[
+    "remember", "Remember", "REMEMBER", "please", "please remember", "don't forget",
+    "don\u{2019}t forget", "keep in mind", "note", "make a note", "take note", "never forget",
+    "merk dir", "merken", "Merken Sie sich", "n'oublie pas", "retiens", "retenir", "记住",
+    "我记住了", "覚えて", "覚えています", "忘れないで", "do you", "can you", "you should", "I",
+    "we", "when", "the port", "is 8080", "x", "_", "/", "`", "=", "(", ")", ".", ",", ":", ";",
+    "?", "!", "\n", " ", "  ", "\t", "\n\n", "—", "**", "- ", "pls", "\u{212A}eep",
+];
+
+proptest::proptest! {
+    /// The one-pass search behind the prefilter gives the verdict of a search per phrase on
+    /// every text built from [`PIECES`] (the default phrases, and phrases that overlap
+    /// themselves).
+    #[test]
+    fn one_pass_and_per_phrase_searches_agree(
+        picks in proptest::collection::vec(0..PIECES.len(), 0..24),
+    ) {
+        let text: String = picks.iter().map(|&i| PIECES[i]).collect();
+        let (per_phrase, one_pass) = verdicts(&text);
+        proptest::prop_assert_eq!(per_phrase, one_pass, "{:?}", text);
+        let phrases = ["pls pls", "note note", "记住记住"];
+        let fresh = RememberPolicy::from_phrases(phrases);
+        proptest::prop_assert_eq!(
+            fresh.is_remember_request(&text),
+            warm(&phrases).is_remember_request(&text),
+            "{:?}", text
+        );
+    }
 }
 
 #[test]
