@@ -14,6 +14,7 @@ fn main() -> ExitCode {
     // job.
     if cascade_cli::settle_process(&args) {
         allocator::keep_freed_pages();
+        cascade_cli::exit_after_command();
     }
     cascade_cli::on_worker_idle(allocator::release_thread_cache);
     ExitCode::from(cascade_cli::run(args))

@@ -48,6 +48,8 @@ pub(crate) fn run(args: &CompactArgs) -> Result<(), CliError> {
         format::to_vec(&conversation, options).map_err(|e| CliError::write(&output_name, e))?;
     body.push(b'\n');
     crate::input::write(args.output.as_ref(), &body)?;
+    crate::release(conversation);
+    crate::release(body);
     if let Some(path) = &args.report {
         let mut json = serde_json::to_vec_pretty(&report)
             .map_err(|e| CliError::write(path.display().to_string(), e))?;
