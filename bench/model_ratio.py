@@ -2,7 +2,12 @@
 body under its gpt-4o id (exact o200k counts) and under a Claude id (the prior), interleaved
 run by run, and writes OUT/model_ratio.json. Standard library only.
 
-    python3 bench/model_ratio.py --cascade target/release/cascade --inputs bench/out/inputs --out bench/out [--runs N]
+    python3 bench/model_ratio.py --cascade target/release/cascade --inputs bench/out/inputs --out bench/out [--runs N] [--round-trip target/release/round_trip]
+
+With `--round-trip` it also times, run by run beside it, `cascade compact` of the ~4 MB
+gpt-4o body (`scaled-1m`) at half its tokens against a bare serde_json round trip of the
+same file as a process of its own (read, parse, serialize, write): the issue's "4 MB body
+within 2× the bare serde round trip", whole process.
 
 With `--before OTHER_CASCADE` (another build, e.g. main's) both binaries are timed in the same
 loop, run by run, and each case prints both ratios and the gpt-4o time before ÷ after.
@@ -19,14 +24,47 @@ CASES = [("concat-1.3mb", 128_000), ("concat-1.3mb", 32_000),
          ("claude-code__spotter__4d5611e5-main", 128_000), ("scaled-1m", 128_000)]
 
 
-def run(cascade, path, window):
+def timed(argv):
+    """Milliseconds of one run of `argv` (exit 1, "does not fit", is a result too)."""
     start = time.perf_counter()
-    proc = subprocess.run([cascade, "compact", path, "--window", str(window), "-o", os.devnull],
-                          capture_output=True)
+    proc = subprocess.run(argv, capture_output=True)
     elapsed = (time.perf_counter() - start) * 1e3
     if proc.returncode not in (0, 1):
-        raise SystemExit(f"{path}: exit {proc.returncode}: {proc.stderr.decode()[:300]}")
+        raise SystemExit(f"{' '.join(argv[:3])}: exit {proc.returncode}: {proc.stderr.decode()[:300]}")
     return elapsed
+
+
+def run(cascade, path, window):
+    return timed([cascade, "compact", path, "--window", str(window), "-o", os.devnull])
+
+
+# The ~4 MB body at half its ~1M tokens: the window of section 1's 1M row.
+WHOLE_PROCESS_CASE = ("scaled-1m", 500_000)
+
+
+def whole_process(cascade, round_trip, inputs, runs):
+    """`cascade compact` of the 4 MB body ÷ a bare round trip process, per run."""
+    name, window = WHOLE_PROCESS_CASE
+    path = os.path.join(inputs, f"{name}.json")
+    if not os.path.exists(path):
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        bare_out, cascade_out = os.path.join(tmp, "bare.json"), os.path.join(tmp, "cascade.json")
+        bare_argv = [round_trip, path, bare_out]
+        cascade_argv = [cascade, "compact", path, "--window", str(window), "-o", cascade_out]
+        timed(bare_argv), timed(cascade_argv)  # warm the page cache
+        bare, whole = [], []
+        for _ in range(runs):
+            bare.append(timed(bare_argv))
+            whole.append(timed(cascade_argv))
+    ratios = [w / b for w, b in zip(whole, bare)]
+    result = {"input": name, "window": window, "runs": runs,
+              "bare_ms": statistics.median(bare), "cascade_ms": statistics.median(whole),
+              "ratio": statistics.median(ratios), "ratio_min": min(ratios), "ratio_max": max(ratios),
+              "ratio_of_min": min(whole) / min(bare)}
+    print(f"{name} {window} whole process: cascade {result['cascade_ms']:.1f} ms, bare round trip "
+          f"{result['bare_ms']:.1f} ms, {result['ratio']:.2f}x (fastest {result['ratio_of_min']:.2f}x)")
+    return result
 
 
 def main():
@@ -36,6 +74,7 @@ def main():
     p.add_argument("--out", required=True)
     p.add_argument("--runs", type=int, default=15)
     p.add_argument("--before", help="another cascade binary, timed in the same loop")
+    p.add_argument("--round-trip", help="the round_trip binary (cascade-bench): whole-process 4 MB case")
     args = p.parse_args()
     cases = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -73,8 +112,12 @@ def main():
                          f"gpt-4o before / after {bgm / gm:.2f}x")
             cases.append(case)
             print(line)
+    result = {"cases": cases}
+    if args.round_trip:
+        result["whole_process"] = whole_process(args.cascade, args.round_trip, args.inputs,
+                                                max(args.runs, 5) * 2)
     with open(os.path.join(args.out, "model_ratio.json"), "w") as f:
-        json.dump({"cases": cases}, f, indent=1)
+        json.dump(result, f, indent=1)
 
 
 if __name__ == "__main__":

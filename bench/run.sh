@@ -3,7 +3,8 @@
 #   (1) preparation cost, (3) estimator accuracy, (4) cost curves,
 #   (12) cost per session                                          - Rust, bench_report (crates/bench)
 #   (2) LiteLLM / LangChain trim_messages vs the cascade          - Python, bench/py_trim.py
-#   (2b) a gpt-4o body (exact counts) against the same as Claude   - bench/model_ratio.py
+#   (2b) a gpt-4o body (exact counts) against the same as Claude,
+#        and the 4 MB one against a bare serde round trip process  - bench/model_ratio.py
 #   (5) peak RSS of `cascade compact` on the ~1M-token request     - bench/rss.py
 # Needs cargo and python3 (with venv); the venv (bench/.venv) is created once and reused.
 # Set QUICK=1 for a shorter smoke run (fewer repetitions, one Python case).
@@ -33,9 +34,9 @@ if [ "${QUICK:-0}" = 1 ]; then QUICK_FLAG=(--quick); fi
 
 log "building release binaries"
 # One invocation, so the core library is compiled once (with `exact`, which cascade-bench
-# turns on) for all three binaries.
+# turns on) for all of them.
 cargo build --release -p cascade-cli -p cascade-bench \
-  --bin cascade --bin bench_report --bin compact_file
+  --bin cascade --bin bench_report --bin compact_file --bin round_trip
 
 if ! bench/.venv/bin/python -c "import litellm, langchain_core" 2>/dev/null; then
   log "creating bench/.venv and installing LiteLLM and LangChain (once)"
@@ -61,7 +62,7 @@ bench/.venv/bin/python bench/py_trim.py --inputs "$OUT/inputs" --out "$OUT" \
 
 log "(2b) cascade compact on a gpt-4o body (exact counts) against the same body under a Claude id"
 python3 bench/model_ratio.py --cascade "$BIN"/cascade --inputs "$OUT/inputs" --out "$OUT" \
-  --runs "$([ "${QUICK:-0}" = 1 ] && echo 3 || echo 15)" > /dev/null
+  --round-trip "$BIN"/round_trip --runs "$([ "${QUICK:-0}" = 1 ] && echo 3 || echo 15)" > /dev/null
 
 log "(5) peak RSS on the ~1M-token request"
 {
