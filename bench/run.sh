@@ -57,7 +57,7 @@ fi
 
 log "(2) LiteLLM and LangChain trim_messages vs the cascade"
 bench/.venv/bin/python bench/py_trim.py --inputs "$OUT/inputs" --out "$OUT" \
-  --cascade "$BIN"/cascade --compact-file "$BIN"/compact_file \
+  --cascade "$BIN"/cascade --compact-file "$BIN"/compact_file --round-trip "$BIN"/round_trip \
   "${QUICK_FLAG[@]}" > /dev/null
 
 log "(2b) cascade compact on a gpt-4o body (exact counts) against the same body under a Claude id"
