@@ -16,6 +16,7 @@ use regex::{Regex, bytes};
 
 use super::error_lines;
 use super::floor_char_boundary;
+use super::literal_guard::LiteralGuard;
 
 /// Longest message kept after an exception class or an error code.
 const MESSAGE_CHARS: usize = 140;
@@ -34,9 +35,9 @@ fn regex(cell: &'static OnceLock<Regex>, pattern: &str) -> &'static Regex {
 }
 
 /// The identifier patterns match bytes with Unicode off (`(?-u)`: `[^\n]`, `.`, `\s`, `\d`
-/// and `\b` as ASCII knows them): compiled so, they take a quarter to half the time, and a
-/// one-shot `cascade compact` that compacts one result with a literal in it compiles all
-/// four (about 0.5 ms of a 7 ms process saved). Only `\s` (a test name ends at ASCII
+/// and `\b` as ASCII knows them): compiled so, they take a quarter to half the time (about
+/// 0.5 ms of a 7 ms one-shot process saved, when a result holds the literals of all four;
+/// a pattern whose literal no result holds is not compiled, [`captures_on`]). Only `\s` (a test name ends at ASCII
 /// white space, no longer at a no-break space) and `\b` (`éerror[E1]` now has one) differ on
 /// real text; every group starts and ends beside an ASCII character or a line's end, so
 /// on a character boundary of the text ([`Groups`]).
@@ -114,6 +115,11 @@ fn tests_regex() -> &'static Regex {
         r"(?i-u)\b(\d+) tests?, (\d+) failures?|\b(\d+) passed|\b(\d+) failed",
     )
 }
+
+/// What every match of [`exit_regex`] holds.
+static EXIT_WORDS: LiteralGuard = LiteralGuard::new(&["exit"]);
+/// What every match of [`tests_regex`] holds: a count, a space, then one of these words.
+static TEST_REPORT_WORDS: LiteralGuard = LiteralGuard::new(&[" test", " passed", " failed"]);
 
 /// The part of a long output that is scanned: its head and its tail.
 fn scanned(text: &str) -> (&str, &str) {
@@ -262,13 +268,19 @@ fn lines_with_literals(text: &str) -> Lines {
     lines
 }
 
-/// Every match of `re` on the runs `lines` of `text`, with its offset in `text`.
+/// Every match of `pattern()` on the runs `lines` of `text`, with its offset in `text`.
+/// The pattern is asked for (compiled, the first time) only when some line holds its
+/// literal: most tool output holds none, and a one-shot command compiles none then.
 fn captures_on<'t>(
-    re: &bytes::Regex,
+    pattern: fn() -> &'static bytes::Regex,
     text: &'t str,
     lines: &[Range<usize>],
     mut each: impl FnMut(usize, Groups<'t>),
 ) {
+    if lines.is_empty() {
+        return;
+    }
+    let re = pattern();
     for line in lines {
         let Some(run) = text.get(line.clone()) else {
             continue;
@@ -307,25 +319,25 @@ fn identifiers(text: &str, ids: &mut Vec<String>) {
 fn identifiers_on(text: &str, lines: &Lines, ids: &mut Vec<String>) {
     // Collected with their position, so that the three kinds interleave in output order.
     let mut found: Vec<(usize, String)> = Vec::new();
-    captures_on(exception_regex(), text, &lines.class, |at, c| {
+    captures_on(exception_regex, text, &lines.class, |at, c| {
         if let (Some(start), Some(class)) = (c.start(), c.text(1)) {
             let message = c.text(2).unwrap_or("").trim();
             found.push((at + start, with_message(class, message)));
         }
     });
-    captures_on(struct_regex(), text, &lines.class, |at, c| {
+    captures_on(struct_regex, text, &lines.class, |at, c| {
         if let (Some(start), Some(class)) = (c.start(), c.text(1)) {
             let fields = c.text(2).unwrap_or("").trim();
             found.push((at + start, with_message(class, fields)));
         }
     });
-    captures_on(code_regex(), text, &lines.code, |at, c| {
+    captures_on(code_regex, text, &lines.code, |at, c| {
         if let (Some(start), Some(code)) = (c.start(), c.text(1)) {
             let message = c.text(2).unwrap_or("").trim();
             found.push((at + start, with_message(code, message)));
         }
     });
-    captures_on(test_regex(), text, &lines.test, |at, c| {
+    captures_on(test_regex, text, &lines.test, |at, c| {
         let name = (1..=5).find_map(|i| c.text(i));
         if let (Some(start), Some(name)) = (c.start(), name) {
             let name = cut(name.trim(), MESSAGE_CHARS);
@@ -402,9 +414,16 @@ impl Outcome {
         let (head, tail) = scanned(text);
         let body = if tail.is_empty() { head } else { tail };
         // Claude Code writes the code on the first line; others at the end.
-        let exit = exit_regex()
-            .captures(text.lines().next().unwrap_or(""))
-            .or_else(|| exit_regex().captures_iter(body).last())
+        let first = text.lines().next().unwrap_or("");
+        let on_first = (EXIT_WORDS.may_match(first))
+            .then(|| exit_regex().captures(first))
+            .flatten();
+        let exit = on_first
+            .or_else(|| {
+                (EXIT_WORDS.may_match(body))
+                    .then(|| exit_regex().captures_iter(body).last())
+                    .flatten()
+            })
             .and_then(|c| c.get(1)?.as_str().parse().ok());
         Outcome {
             exit,
@@ -430,6 +449,9 @@ impl Outcome {
 
 /// The last line of `text` that reports test counts, as the trail writes it.
 fn test_report(text: &str) -> Option<(String, u64)> {
+    if !TEST_REPORT_WORDS.may_match(text) {
+        return None;
+    }
     let re = tests_regex();
     let line = last_matching_line(text, re)?;
     let (mut passed, mut failed, mut exunit) = (None, None, None);

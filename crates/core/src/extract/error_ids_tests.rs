@@ -105,6 +105,44 @@ fn runs_far_apart_give_what_the_whole_text_gives() {
     }
 }
 
+/// Every text (and line) of the fixtures' tool results where the exit or the test-report
+/// pattern matches holds one of its guard's words; each word is needed by some example.
+#[test]
+fn the_guards_pass_every_text_their_patterns_match() {
+    for (line, guard, re) in [
+        ("Exit code 2", &EXIT_WORDS, exit_regex()),
+        ("EXITED WITH STATUS 1", &EXIT_WORDS, exit_regex()),
+        (
+            "14 doctests, 297 Tests, 11 failures",
+            &TEST_REPORT_WORDS,
+            tests_regex(),
+        ),
+        ("3 PASSED", &TEST_REPORT_WORDS, tests_regex()),
+        ("1 Failed", &TEST_REPORT_WORDS, tests_regex()),
+    ] {
+        assert!(re.is_match(line), "{line}");
+        assert!(guard.may_match(line), "{line}");
+    }
+    let mut matched = 0;
+    for text in fixture_texts() {
+        for part in std::iter::once(text.as_str()).chain(text.lines()) {
+            for (guard, re) in [
+                (&EXIT_WORDS, exit_regex()),
+                (&TEST_REPORT_WORDS, tests_regex()),
+            ] {
+                if re.is_match(part) {
+                    assert!(guard.may_match(part), "{part}");
+                    matched += 1;
+                }
+            }
+        }
+    }
+    assert!(matched > 100, "{matched}");
+    let plain = "def add(a, b):\n    return a + b\n";
+    assert_eq!(Outcome::of(plain).text(), None);
+    assert!(!EXIT_WORDS.may_match(plain) && !TEST_REPORT_WORDS.may_match(plain));
+}
+
 /// The search per line from the end that [`last_matching_line`] replaces.
 fn last_line_per_line(text: &str) -> Option<&str> {
     text.lines().rev().find(|l| tests_regex().is_match(l))

@@ -9,6 +9,7 @@ use std::sync::OnceLock;
 use regex::Regex;
 
 use super::floor_char_boundary;
+use super::literal_guard::LiteralGuard;
 
 /// The error-line finder (built once).
 // A static pattern that does not compile is a bug the tests catch on the first summary, not
@@ -37,6 +38,25 @@ fn error_regex() -> &'static Regex {
         .expect("the static error pattern compiles")
     })
 }
+
+/// What every match of [`error_regex`] holds, ASCII case ignored (a class ending in
+/// `Error`, `<tool_use_error>` and the counts of errors hold `error`; `FAILED`, `FAIL:`,
+/// `FAILURE` and the counts of failures hold `fail`): a text holding none of these has no
+/// error line, and the pattern is not compiled for it.
+static ERROR_WORDS: LiteralGuard = LiteralGuard::new(&[
+    "error",
+    "exception",
+    "traceback",
+    "fail",
+    "panicked at",
+    "exit",
+    "fatal:",
+    "command not found",
+    "no such file or directory",
+    "permission denied",
+    "segmentation fault",
+    "core dumped",
+]);
 
 /// Whether the first line of a file tool's output is the tool's own failure message:
 /// only that line is looked at, because file content itself is full of `ParseError`s and
@@ -87,6 +107,9 @@ pub(crate) fn failure_head(text: &str) -> Option<String> {
 /// byte offset of the match in its line (so that a long line is quoted around the error).
 /// Returns them and how many more error lines there were.
 pub(crate) fn error_lines(text: &str, max: usize) -> (Vec<&str>, usize) {
+    if !ERROR_WORDS.may_match(text) {
+        return (Vec::new(), 0);
+    }
     let re = error_regex();
     let mut lines: Vec<&str> = Vec::new();
     let mut more = 0usize;
@@ -112,6 +135,9 @@ pub(crate) fn error_lines(text: &str, max: usize) -> (Vec<&str>, usize) {
 /// The first line of `text` that reports an error, quoted as [`error_lines`] quotes it:
 /// the scan stops there, where `error_lines(text, 1)` reads on to count the rest.
 pub(crate) fn first_error_line(text: &str) -> Option<&str> {
+    if !ERROR_WORDS.may_match(text) {
+        return None;
+    }
     let m = error_regex().find(text)?;
     Some(quoted_line(text, m.range()).0)
 }
@@ -136,6 +162,50 @@ mod tests {
     fn the_static_patterns_compile() {
         assert!(error_regex().is_match("error: expected one of"));
         assert!(is_failure_line("Error: no such file"));
+    }
+
+    /// One line per alternative of the error pattern, each holding a single one of the
+    /// guard's words: a word missing from the guard fails here.
+    const ONE_WORD_EACH: [&str; 16] = [
+        "ValueError",
+        "ERROR: x",
+        "Traceback (most recent call last):",
+        "--- FAIL: TestX",
+        "thread 'main' panicked at src/main.rs:1",
+        "an Exception occurred",
+        "Exited With Code 2",
+        "FATAL: not a git repository",
+        "bash: foo: Command Not Found",
+        "ls: x: No Such File Or Directory",
+        "open: Permission Denied",
+        "Segmentation Fault",
+        "Aborted (core dumped)",
+        "3 FAILURES",
+        "<tool_use_error>",
+        "2 errors",
+    ];
+
+    #[test]
+    fn the_guard_passes_every_text_the_error_pattern_matches() {
+        for line in ONE_WORD_EACH {
+            assert!(error_regex().is_match(line), "{line}");
+            assert!(ERROR_WORDS.may_match(line), "{line}");
+        }
+        let mut matched = 0;
+        for text in crate::trail::fixture_tests::fixture_texts() {
+            for part in std::iter::once(text.as_str()).chain(text.lines()) {
+                if error_regex().is_match(part) {
+                    assert!(ERROR_WORDS.may_match(part), "{part}");
+                    matched += 1;
+                }
+            }
+        }
+        assert!(matched > 200, "{matched}");
+        // And a text without them: no line, no pattern compiled for it.
+        let plain = "fn main() {\n    println!(\"hello\");\n}\n";
+        assert!(!ERROR_WORDS.may_match(plain));
+        assert_eq!(error_lines(plain, 5), (Vec::new(), 0));
+        assert_eq!(first_error_line(plain), None);
     }
 
     #[test]

@@ -10,6 +10,7 @@
 //! * `error_ids`: error identifiers and command outcomes in tool output (the trail's);
 //! * `error_lines`: the lines of an output that report an error, and a file tool's failure
 //!   message (the summary's);
+//! * `literal_guard`: the words a pattern's matches hold, checked before it is compiled;
 //! * `cut_note`: the note ① writes after its marker about the part it cut, read back;
 //! * `noting`: what goes into that note (the cut part's identifiers and outcome);
 //! * `verdict`: whether a command's run failed or passed, as its output says (or not).
@@ -18,6 +19,7 @@ mod calls;
 mod cut_note;
 mod error_ids;
 mod error_lines;
+mod literal_guard;
 mod noting;
 mod paths;
 mod verdict;
