@@ -37,10 +37,10 @@ fn regex(cell: &'static OnceLock<Regex>, pattern: &str) -> &'static Regex {
 /// The identifier patterns match bytes with Unicode off (`(?-u)`: `[^\n]`, `.`, `\s`, `\d`
 /// and `\b` as ASCII knows them): compiled so, they take a quarter to half the time (about
 /// 0.5 ms of a 7 ms one-shot process saved, when a result holds the literals of all four;
-/// a pattern whose literal no result holds is not compiled, [`captures_on`]). Only `\s` (a test name ends at ASCII
-/// white space, no longer at a no-break space) and `\b` (`éerror[E1]` now has one) differ on
-/// real text; every group starts and ends beside an ASCII character or a line's end, so
-/// on a character boundary of the text ([`Groups`]).
+/// a pattern whose literal no result holds is not compiled, [`captures_on`]). Only `\s` (a
+/// test name ends at ASCII white space, no longer at a no-break space) and `\b`
+/// (`éerror[E1]` now has one) differ on real text; every group starts and ends beside an
+/// ASCII character or a line's end, so on a character boundary of the text ([`Groups`]).
 #[allow(clippy::expect_used)]
 fn bytes_regex(cell: &'static OnceLock<bytes::Regex>, pattern: &str) -> &'static bytes::Regex {
     cell.get_or_init(|| bytes::Regex::new(pattern).expect("static regex"))

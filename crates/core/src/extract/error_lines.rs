@@ -191,6 +191,14 @@ mod tests {
             assert!(error_regex().is_match(line), "{line}");
             assert!(ERROR_WORDS.may_match(line), "{line}");
         }
+        // The guard ignores ASCII case only; so must the pattern (Unicode folds `ſ` to `s`).
+        for line in [
+            "ſegmentation fault",
+            "no ſuch file or directory",
+            "permiſſion denied",
+        ] {
+            assert!(!error_regex().is_match(line), "{line}");
+        }
         let mut matched = 0;
         for text in crate::trail::fixture_tests::fixture_texts() {
             for part in std::iter::once(text.as_str()).chain(text.lines()) {
