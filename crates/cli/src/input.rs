@@ -1,7 +1,5 @@
 //! Reading a command's input: a file, or standard input for `-` (or no file at all).
 
-mod duplicate_keys;
-
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
@@ -46,45 +44,14 @@ fn read_stdin() -> Result<Input, CliError> {
     Ok(Input { name, bytes })
 }
 
-/// Bodies at least this large are checked for repeated keys on a second thread while the
-/// first parses them: the check is a second walk of the text (~0.4 ms per 100 kB), which a
-/// one-shot command would otherwise add to its own; starting a thread costs ~50 µs.
-const CHECK_BESIDE_FROM: usize = 64 * 1024;
-
 /// Parses a request body (or a bare message array), auto-detecting the format unless
 /// `format` forces one. A parse error keeps the library's JSON path and problem. A body
-/// whose object repeats a key is refused: the parser keeps one of the values, so the body
-/// written back would not say what the caller's said.
+/// whose object repeats a key is refused ([`context_cascade::format::parse_strict`]): the
+/// parser keeps one of the values, so the body written back would not say what the
+/// caller's said.
 pub(crate) fn parse(input: &Input, format: Option<Format>) -> Result<Conversation, CliError> {
-    let bytes = &input.bytes;
-    let (parsed, duplicate) = if bytes.len() >= CHECK_BESIDE_FROM {
-        std::thread::scope(|scope| {
-            let check = scope.spawn(|| duplicate_keys::find(bytes));
-            let parsed = context_cascade::format::parse(bytes, format);
-            // A check that panicked is run again here, where its panic is the process's.
-            let duplicate = check.join().unwrap_or_else(|_| duplicate_keys::find(bytes));
-            (parsed, duplicate)
-        })
-    } else {
-        let parsed = context_cascade::format::parse(bytes, format);
-        let duplicate = parsed
-            .is_ok()
-            .then(|| duplicate_keys::find(bytes))
-            .flatten();
-        (parsed, duplicate)
-    };
-    let conversation = parsed.map_err(|e| CliError::bad_input(&input.name, e.path, e.problem))?;
-    match duplicate {
-        None => Ok(conversation),
-        Some(duplicate) => Err(CliError::bad_input(
-            &input.name,
-            duplicate.path,
-            format!(
-                "duplicate key {}: a JSON object must not repeat a key (which value was meant?)",
-                duplicate.key
-            ),
-        )),
-    }
+    context_cascade::format::parse_strict(&input.bytes, format)
+        .map_err(|e| CliError::bad_input(&input.name, e.path, e.problem))
 }
 
 /// Reads and parses in one go.

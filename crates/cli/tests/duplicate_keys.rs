@@ -102,8 +102,8 @@ fn invalid_json_is_reported_as_such_even_with_a_repeated_key() {
     assert!(!err.contains("duplicate"), "{err}");
 }
 
-/// A body of 64 KiB or more is checked on a second thread while it is parsed: the same
-/// refusal, and invalid JSON still reported as such.
+/// A large body is refused the same way, and invalid JSON still reported as such (the
+/// repeat is found while the body is parsed; only then is the rest of the text read again).
 #[test]
 fn a_large_body_is_checked_the_same_way() {
     let long = "x".repeat(70 * 1024);

@@ -16,6 +16,7 @@ pub mod message_facts;
 mod openai;
 mod ordered;
 mod responses;
+mod unique_keys;
 
 use serde_json::Value;
 
@@ -38,6 +39,39 @@ pub struct WriteOptions {
 /// `None` auto-detects it. A leading UTF-8 byte order mark (editors on Windows save one) is
 /// skipped.
 pub fn parse(bytes: &[u8], format: Option<Format>) -> Result<Conversation, ParseError> {
+    let value: Value = serde_json::from_slice(json_text(bytes)?).map_err(invalid_json)?;
+    parse_value(value, format)
+}
+
+/// [`parse`], refusing a body in which a JSON object repeats a key (`{"model":"a",
+/// "model":"b"}`): parsers disagree on which value such a body means, and one written back
+/// holds one value where its sender wrote two. The error names the object's JSON path.
+/// Text that is not JSON is reported as such first.
+///
+/// ```
+/// use context_cascade::format;
+///
+/// let body = br#"{"model":"gpt-4o","messages":[{"role":"user","content":"a","content":"b"}]}"#;
+/// assert!(format::parse(body, None).is_ok());
+/// let refused = format::parse_strict(body, None).unwrap_err();
+/// assert_eq!(refused.path, "$.messages[0]");
+/// assert!(refused.problem.starts_with("duplicate key \"content\""));
+/// ```
+pub fn parse_strict(bytes: &[u8], format: Option<Format>) -> Result<Conversation, ParseError> {
+    let value = unique_keys::from_slice(json_text(bytes)?).map_err(|refused| match refused {
+        unique_keys::Refused::Json(error) => invalid_json(error),
+        unique_keys::Refused::RepeatedKey { path, key } => ParseError::new(
+            path,
+            format!(
+                "duplicate key {key}: a JSON object must not repeat a key (which value was meant?)"
+            ),
+        ),
+    })?;
+    parse_value(value, format)
+}
+
+/// The JSON text of a body: without a leading byte order mark; an error when it is empty.
+fn json_text(bytes: &[u8]) -> Result<&[u8], ParseError> {
     let bytes = bytes.strip_prefix(UTF8_BOM).unwrap_or(bytes);
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Err(ParseError::new(
@@ -45,13 +79,15 @@ pub fn parse(bytes: &[u8], format: Option<Format>) -> Result<Conversation, Parse
             "empty input: expected a JSON request body",
         ));
     }
-    let value: Value = serde_json::from_slice(bytes).map_err(|e| {
-        ParseError::new(
-            format!("line {}, column {}", e.line(), e.column()),
-            format!("invalid JSON: {}", strip_position(&e.to_string())),
-        )
-    })?;
-    parse_value(value, format)
+    Ok(bytes)
+}
+
+/// A JSON syntax error, with its line and column.
+fn invalid_json(error: serde_json::Error) -> ParseError {
+    ParseError::new(
+        format!("line {}, column {}", error.line(), error.column()),
+        format!("invalid JSON: {}", strip_position(&error.to_string())),
+    )
 }
 
 /// Reads a request body already parsed as JSON.
