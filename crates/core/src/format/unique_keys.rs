@@ -37,10 +37,11 @@ pub(crate) enum Refused {
 /// before its error.
 pub(crate) fn from_slice(bytes: &[u8]) -> Result<Value, Refused> {
     let mut found = None;
-    let mut deserializer = serde_json::Deserializer::from_slice(bytes);
-    let parsed = Build { found: &mut found }
-        .deserialize(&mut deserializer)
-        .and_then(|value| deserializer.end().map(|()| value));
+    // As `format::read_json`: UTF-8 checked once over the whole text, or bytes for the error.
+    let parsed = match std::str::from_utf8(bytes) {
+        Ok(text) => build(serde_json::Deserializer::from_str(text), &mut found),
+        Err(_) => build(serde_json::Deserializer::from_slice(bytes), &mut found),
+    };
     match (parsed, found) {
         (Ok(value), _) => Ok(value),
         (Err(error), None) => Err(Refused::Json(error)),
@@ -57,6 +58,16 @@ pub(crate) fn from_slice(bytes: &[u8]) -> Result<Value, Refused> {
             })
         }
     }
+}
+
+/// The value `deserializer` reads, the whole text read.
+fn build<'de, R: serde_json::de::Read<'de>>(
+    mut deserializer: serde_json::Deserializer<R>,
+    found: &mut Option<Found>,
+) -> Result<Value, serde_json::Error> {
+    let value = Build { found }.deserialize(&mut deserializer)?;
+    deserializer.end()?;
+    Ok(value)
 }
 
 /// A repeated key, and the path to its object built on the way out, innermost first.
