@@ -205,12 +205,7 @@ fn command(text: &str, out: &mut CallFiles) {
 /// What the shell step ending at a path does to it, from the step's verb (`cat` reads,
 /// `rm` deletes, `> file` creates); [`FileOp::Used`] when the verb does not say.
 fn shell_op(before: &str) -> FileOp {
-    let start = ["&&", "||", ";", "|", "\n", "$(", "`", "("]
-        .iter()
-        .filter_map(|sep| before.rfind(sep).map(|i| i + sep.len()))
-        .max()
-        .unwrap_or(0);
-    let step = &before[start..];
+    let step = &before[step_start(before)..];
     if step.trim_end().ends_with('>') {
         return FileOp::Created;
     }
@@ -243,6 +238,22 @@ fn shell_op(before: &str) -> FileOp {
         },
         _ => FileOp::Used,
     }
+}
+
+/// Where the shell step that `before` ends with starts: just past the last `&&`, `||`, `;`,
+/// `|`, newline, `$(`, backquote or `(`. One scan from the end: past a `||` or a `$(` is
+/// past its `|` or `(` (eight `rfind`s, each setting up a substring searcher, were most of
+/// the cost of reading a call's command).
+fn step_start(before: &str) -> usize {
+    let bytes = before.as_bytes();
+    (0..bytes.len())
+        .rev()
+        .find(|&i| match bytes[i] {
+            b';' | b'|' | b'\n' | b'`' | b'(' => true,
+            b'&' => i > 0 && bytes[i - 1] == b'&',
+            _ => false,
+        })
+        .map_or(0, |i| i + 1)
 }
 
 /// A command without a `bash -lc` wrapper (its quotes stay).
@@ -343,6 +354,28 @@ mod tests {
             call_files(&read, None).files,
             call_files(&other, None).files
         );
+    }
+
+    proptest::proptest! {
+        /// One scan finds where the step starts as the last of the separators' `rfind`s.
+        #[test]
+        fn a_step_starts_past_the_last_separator(before in "[a &|;\n$(`)é]{0,40}") {
+            let by_rfind = ["&&", "||", ";", "|", "\n", "$(", "`", "("]
+                .iter()
+                .filter_map(|sep| before.rfind(sep).map(|i| i + sep.len()))
+                .max()
+                .unwrap_or(0);
+            proptest::prop_assert_eq!(step_start(&before), by_rfind);
+        }
+    }
+
+    #[test]
+    fn shell_steps_say_what_they_do_to_a_path() {
+        assert_eq!(shell_op("cd /p && cat "), FileOp::Read);
+        assert_eq!(shell_op("ls src; rm -f "), FileOp::Deleted);
+        assert_eq!(shell_op("echo $(head "), FileOp::Read);
+        assert_eq!(shell_op("make 2>&1 | tee "), FileOp::Created);
+        assert_eq!(shell_op("cat a & grep x "), FileOp::Read);
     }
 
     #[test]
