@@ -119,7 +119,7 @@ impl Conversation {
         {
             let mut names: std::collections::HashMap<&str, &str> = Default::default();
             for (m, message) in self.messages.iter().enumerate() {
-                for (b, block) in message.blocks.iter().enumerate() {
+                for (b, block) in message.blocks().iter().enumerate() {
                     match block {
                         Block::ToolCall(call) => {
                             names.insert(&call.id, &call.name);
@@ -135,7 +135,9 @@ impl Conversation {
             }
         }
         for (m, b, name) in resolved {
-            if let Some(Block::ToolResult(result)) = self.messages[m].blocks.get_mut(b) {
+            if let Some(Block::ToolResult(result)) =
+                self.messages[m].blocks_mut_uncounted().get_mut(b)
+            {
                 result.tool_name = Some(name);
             }
         }
