@@ -60,7 +60,7 @@ pub(crate) fn count_ahead(estimator: &Estimator, messages: &[Message]) {
     if threads < 2 {
         return;
     }
-    let mut shares = split(&pending, chars, threads).into_iter();
+    let mut shares = split(&pending, threads).into_iter();
     let mine = shares.next().unwrap_or_default();
     let count = |share: &[&Message]| {
         for message in share {
@@ -81,12 +81,25 @@ pub(crate) fn count_ahead(estimator: &Estimator, messages: &[Message]) {
     });
 }
 
-/// The messages of `pending` in `threads` runs of about equal characters, in order.
-fn split<'m>(pending: &[(&'m Message, u64)], chars: u64, threads: usize) -> Vec<Vec<&'m Message>> {
-    let items = pending
-        .iter()
-        .map(|&(message, chars)| (message, chars, true));
-    crate::balance::balanced_runs(items, chars, threads)
+/// The messages of `pending` in at most `threads` shares of about equal characters: the
+/// largest first, each to the share that holds the fewest so far. Counts do not depend on
+/// the order; runs in order overshot their half by a whole message (on a 659 kB request the
+/// first of two runs cost 1.7 times the second).
+fn split<'m>(pending: &[(&'m Message, u64)], threads: usize) -> Vec<Vec<&'m Message>> {
+    let mut largest_first: Vec<&(&Message, u64)> = pending.iter().collect();
+    largest_first.sort_by_key(|&&(_, chars)| std::cmp::Reverse(chars));
+    let mut shares: Vec<(u64, Vec<&Message>)> = vec![(0, Vec::new()); threads.max(1)];
+    for &(message, chars) in largest_first {
+        if let Some((load, share)) = shares.iter_mut().min_by_key(|(load, _)| *load) {
+            *load += chars;
+            share.push(message);
+        }
+    }
+    shares
+        .into_iter()
+        .map(|(_, share)| share)
+        .filter(|share| !share.is_empty())
+        .collect()
 }
 
 #[cfg(test)]
@@ -104,19 +117,32 @@ mod tests {
             .iter()
             .map(|m| (m, Weights::chars(&m.counts())))
             .collect();
-        let chars = pending.iter().map(|(_, c)| c).sum();
+        let chars: u64 = pending.iter().map(|(_, c)| c).sum();
+        let largest = pending.iter().map(|(_, c)| *c).max().unwrap();
         for threads in 1..=4 {
-            let shares = split(&pending, chars, threads);
+            let shares = split(&pending, threads);
             assert!(shares.len() <= threads);
-            let flat: Vec<*const Message> = shares
+            let mut flat: Vec<*const Message> = shares
                 .iter()
                 .flatten()
                 .map(|m| std::ptr::from_ref(*m))
                 .collect();
-            let all: Vec<*const Message> = messages.iter().map(std::ptr::from_ref).collect();
+            flat.sort();
+            let mut all: Vec<*const Message> = messages.iter().map(std::ptr::from_ref).collect();
+            all.sort();
             assert_eq!(flat, all);
+            // No share holds more than its part and one message.
+            for share in &shares {
+                let load: u64 = share.iter().map(|m| Weights::chars(&m.counts())).sum();
+                assert!(load <= chars / threads as u64 + largest, "{load}");
+            }
         }
-        assert_eq!(split(&pending, chars, 2).len(), 2);
+        // 5,500 characters in two shares.
+        let loads: Vec<u64> = split(&pending, 2)
+            .iter()
+            .map(|s| s.iter().map(|m| Weights::chars(&m.counts())).sum())
+            .collect();
+        assert_eq!(loads, vec![2_800, 2_700]);
     }
 
     /// Counted ahead on several threads, a request totals what one thread counts, and
