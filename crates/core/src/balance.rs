@@ -1,6 +1,6 @@
 //! Cutting a sequence into runs of about equal weight, in order: the messages a long
-//! history is summarized in (④'s chunks, `middle::summary`) and those counted on several
-//! threads (`estimate::parallel`).
+//! history is summarized in (④'s chunks, `middle::summary`). (A parallel count, whose
+//! order does not matter, shares its messages out largest first: `estimate::parallel`.)
 
 /// `items` (each with its weight, and whether a run may start at it) in at most `wanted`
 /// runs, in order: a new run starts at the first item allowed to start one once the items

@@ -19,6 +19,7 @@ pub struct Message {
     inner: Arc<Inner>,
 }
 
+/// What a message holds, shared by its clones until one of them changes it.
 #[derive(Debug, Clone)]
 struct Inner {
     role: Role,

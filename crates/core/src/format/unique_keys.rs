@@ -7,6 +7,10 @@
 //! serde_json's own parser (a visitor that builds the same [`Value`] serde_json builds and
 //! notices when an object already holds a key): one pass over the text, where a separate
 //! walk cost as much again as the parse.
+//!
+//! One difference: where serde_json's feature `raw_value` is on (a program that links the
+//! proxy), its own `Value` reads an object whose first key is serde_json's private raw-value
+//! token as embedded JSON text; this reads it as the object it is.
 
 use std::fmt;
 use std::str::FromStr;
