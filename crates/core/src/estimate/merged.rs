@@ -13,7 +13,7 @@ use std::cell::RefCell;
 /// Pieces up to this many bytes are remembered (most are far shorter).
 pub(crate) const MAX_PIECE: usize = 28;
 /// Slots in a thread's table (a power of two).
-const SLOTS: usize = 8192;
+const SLOTS: usize = 2048;
 
 /// One remembered piece: its bytes, its length (0: empty slot), its vocabulary's tag and
 /// its count (at most one token per byte, so it fits a byte).
