@@ -127,6 +127,9 @@ impl Classes {
         if let Some(end) = o200k_ascii_piece(text, s) {
             return end;
         }
+        if o200k_ascii_space(text, s) {
+            return self.spaces(text, s, true);
+        }
         let (first, len) = self.at(text, s);
         // The optional leading character: tried taken, then not (backtracking order).
         let starts = if leads_word(first) {
@@ -348,6 +351,25 @@ fn o200k_ascii_piece(text: &str, s: usize) -> Option<usize> {
         end += 1;
     }
     Some(end)
+}
+
+/// Whether the o200k piece at `s`, which [`o200k_ascii_piece`] left, can only be taken by
+/// the white-space alternatives: a line break (no other alternative starts with one), or an
+/// ASCII space followed by white space, a digit or the end (a space leads a word only into
+/// a letter and symbols only into a symbol, and a number starts with a digit). Line breaks
+/// and indentation are about one piece in eight of agent output, and the general path
+/// tries every other alternative on them first. A space before a letter or a symbol is
+/// left to the general path: the word or symbols it leads run into a character past ASCII.
+#[inline]
+fn o200k_ascii_space(text: &str, s: usize) -> bool {
+    let bytes = text.as_bytes();
+    match ascii_at(bytes, s) {
+        Some(first) if first & NEWLINE != 0 => true,
+        Some(first) if first & SPACE != 0 => {
+            matches!(ascii_at(bytes, s + 1), Some(next) if next == END || next & (SPACE | NUMBER) != 0)
+        }
+        _ => false,
+    }
 }
 
 /// `(?i:'s|'t|'re|'ve|'m|'ll|'d)` at `at`: its length in bytes, 0 when there is none.
