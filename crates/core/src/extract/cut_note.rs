@@ -14,8 +14,16 @@
 //! [`super::error_ids`], which reads notes with [`split`]); what goes into a note is found in
 //! `noting` (it reads identifiers, so it cannot live here without an import circle).
 
+use std::sync::LazyLock;
+
+use memchr::memmem::{Finder, FinderRev};
+
 use crate::markers::TRUNCATED;
 use crate::recall::HANDLE_PREFIX;
+
+/// ①'s marker, searched for (built once: a searcher costs more to build than most searches).
+static MARKER: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(TRUNCATED));
+static MARKER_BACKWARDS: LazyLock<FinderRev<'static>> = LazyLock::new(|| FinderRev::new(TRUNCATED));
 
 const ERRORS: &str = "errors: ";
 const LAST_LINE: &str = "last line: ";
@@ -51,7 +59,11 @@ impl CutNote {
 /// A text that ① cut, as its head (before the marker) and the note after it; `None` when
 /// the text holds no marker followed by nothing but a note.
 pub(crate) fn split(text: &str) -> Option<(&str, CutNote)> {
-    let at = text.rfind(TRUNCATED)?;
+    // Most outputs hold no marker: a vectorized search rules them out, and only the part
+    // from the first marker on is searched backwards for the last (std's `rfind` reads every
+    // byte, and ② and ③ ask this of every output they look at).
+    let first = MARKER.find(text.as_bytes())?;
+    let at = first + MARKER_BACKWARDS.rfind(&text.as_bytes()[first..])?;
     let (head, rest) = (&text[..at], &text[at + TRUNCATED.len()..]);
     let mut note = CutNote::default();
     for line in rest.split('\n').skip(1) {
