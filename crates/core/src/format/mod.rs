@@ -49,10 +49,16 @@ pub fn parse(bytes: &[u8], format: Option<Format>) -> Result<Conversation, Parse
 /// `compact`'s instructions on the 0.1–1.2 MB fixtures); other bytes are read as bytes, for
 /// serde_json's error and its position.
 fn read_json<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> serde_json::Result<T> {
-    match std::str::from_utf8(bytes) {
-        Ok(text) => serde_json::from_str(text),
-        Err(_) => serde_json::from_slice(bytes),
+    match utf8(bytes) {
+        Some(text) => serde_json::from_str(text),
+        None => serde_json::from_slice(bytes),
     }
+}
+
+/// `bytes` as text when they are UTF-8, checked with SIMD where the CPU has it (the same
+/// answer as `std::str::from_utf8`, whose check read a request at ~2 instructions a byte).
+pub(crate) fn utf8(bytes: &[u8]) -> Option<&str> {
+    simdutf8::basic::from_utf8(bytes).ok()
 }
 
 /// [`parse`], refusing a body in which a JSON object repeats a key (`{"model":"a",

@@ -42,9 +42,9 @@ pub(crate) enum Refused {
 pub(crate) fn from_slice(bytes: &[u8]) -> Result<Value, Refused> {
     let mut found = None;
     // As `format::read_json`: UTF-8 checked once over the whole text, or bytes for the error.
-    let parsed = match std::str::from_utf8(bytes) {
-        Ok(text) => build(serde_json::Deserializer::from_str(text), &mut found),
-        Err(_) => build(serde_json::Deserializer::from_slice(bytes), &mut found),
+    let parsed = match super::utf8(bytes) {
+        Some(text) => build(serde_json::Deserializer::from_str(text), &mut found),
+        None => build(serde_json::Deserializer::from_slice(bytes), &mut found),
     };
     match (parsed, found) {
         (Ok(value), _) => Ok(value),

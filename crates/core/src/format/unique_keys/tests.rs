@@ -182,3 +182,22 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    /// The SIMD check says what std says: text exactly when the bytes are UTF-8, here on
+    /// bytes that are mostly valid text with a stray byte or a cut character in them.
+    #[test]
+    fn the_utf8_check_agrees_with_std(
+        text in "[a-z {}\":é中😀]{0,80}",
+        stray in proptest::option::of((0usize..100, any::<u8>())),
+        cut in 0usize..100,
+    ) {
+        let mut bytes = text.into_bytes();
+        if let Some((at, byte)) = stray {
+            let at = at.min(bytes.len());
+            bytes.insert(at, byte);
+        }
+        bytes.truncate(cut.max(bytes.len().saturating_sub(3)));
+        prop_assert_eq!(crate::format::utf8(&bytes), std::str::from_utf8(&bytes).ok());
+    }
+}
