@@ -437,8 +437,9 @@ pub fn patch_files(text: &str) -> impl Iterator<Item = (FileOp, &str)> {
         ("*** Delete File: ", FileOp::Deleted),
         ("*** Move to: ", FileOp::Created),
     ];
-    let has_patch = text.contains("*** ");
-    text.lines().filter(move |_| has_patch).filter_map(|line| {
+    // A text with no header is not split into lines at all (most are not patches).
+    let patch = text.contains("*** ").then_some(text);
+    patch.into_iter().flat_map(str::lines).filter_map(|line| {
         let line = line.trim();
         HEADERS.iter().find_map(|(prefix, op)| {
             let path = line.strip_prefix(prefix)?.trim();
