@@ -6,7 +6,7 @@
 
 use serde_json::{Map, Value};
 
-use super::{kind_of, read_each};
+use super::{JsonPath, kind_of, read_each};
 use crate::conversation::{
     Block, Conversation, Format, Message, Opaque, Role, Shape, TextBlock, ToolCall, ToolResult,
 };
@@ -15,7 +15,7 @@ use crate::error::ParseError;
 pub(super) fn read(mut body: Map<String, Value>) -> Result<Conversation, ParseError> {
     let mut messages = Vec::new();
     if let Some(system) = body.get_mut("system").map(Value::take) {
-        let (blocks, shape) = read_blocks(system, "$.system")?;
+        let (blocks, shape) = read_blocks(system, &JsonPath::Root("$.system"))?;
         messages.push(Message::new(Role::System, blocks, shape, Map::new()));
     }
     let items = match body.get_mut("messages").map(Value::take) {
@@ -29,8 +29,9 @@ pub(super) fn read(mut body: Map<String, Value>) -> Result<Conversation, ParseEr
         None => return Err(ParseError::new("$", "expected a \"messages\" array")),
     };
     messages.reserve(items.len());
+    let base = JsonPath::Root("$.messages");
     for (index, item) in items.into_iter().enumerate() {
-        messages.push(read_message(item, &format!("$.messages[{index}]"))?);
+        messages.push(read_message(item, &base.index(index))?);
     }
     Ok(Conversation {
         format: Format::Anthropic,
@@ -39,7 +40,7 @@ pub(super) fn read(mut body: Map<String, Value>) -> Result<Conversation, ParseEr
     })
 }
 
-fn read_message(item: Value, path: &str) -> Result<Message, ParseError> {
+fn read_message(item: Value, path: &JsonPath<'_>) -> Result<Message, ParseError> {
     let Value::Object(mut fields) = item else {
         return Err(ParseError::new(
             path,
@@ -55,21 +56,21 @@ fn read_message(item: Value, path: &str) -> Result<Message, ParseError> {
             "system" => Role::System,
             other => {
                 return Err(ParseError::new(
-                    format!("{path}.role"),
+                    path.key("role"),
                     format!("unknown role \"{other}\" (expected user, assistant or system)"),
                 ));
             }
         },
         Some(other) => {
             return Err(ParseError::new(
-                format!("{path}.role"),
+                path.key("role"),
                 format!("expected a role string, found {}", kind_of(other)),
             ));
         }
         None => return Err(ParseError::new(path, "message without \"role\"")),
     };
     let (blocks, shape) = match fields.get_mut("content").map(Value::take) {
-        Some(content) => read_blocks(content, &format!("{path}.content"))?,
+        Some(content) => read_blocks(content, &path.key("content"))?,
         None => {
             return Err(ParseError::new(
                 path,
@@ -81,7 +82,7 @@ fn read_message(item: Value, path: &str) -> Result<Message, ParseError> {
 }
 
 /// Reads content that is a string or an array of blocks.
-fn read_blocks(value: Value, path: &str) -> Result<(Vec<Block>, Shape), ParseError> {
+fn read_blocks(value: Value, path: &JsonPath<'_>) -> Result<(Vec<Block>, Shape), ParseError> {
     match value {
         Value::String(text) => Ok((vec![Block::text(text)], Shape::String)),
         Value::Array(items) => Ok((read_each(items, path, read_block)?, Shape::Parts)),
@@ -97,13 +98,13 @@ fn read_blocks(value: Value, path: &str) -> Result<(Vec<Block>, Shape), ParseErr
 
 fn take_string(
     fields: &mut Map<String, Value>,
-    key: &str,
-    path: &str,
+    key: &'static str,
+    path: &JsonPath<'_>,
 ) -> Result<String, ParseError> {
     match fields.get_mut(key).map(Value::take) {
         Some(Value::String(s)) => Ok(s),
         other => Err(ParseError::new(
-            format!("{path}.{key}"),
+            path.key(key),
             format!(
                 "expected a string, found {}",
                 other.as_ref().map_or("nothing", kind_of)
@@ -112,7 +113,7 @@ fn take_string(
     }
 }
 
-fn read_block(item: Value, path: &str) -> Result<Block, ParseError> {
+fn read_block(item: Value, path: &JsonPath<'_>) -> Result<Block, ParseError> {
     let Value::Object(mut fields) = item else {
         return Err(ParseError::new(
             path,
@@ -123,7 +124,7 @@ fn read_block(item: Value, path: &str) -> Result<Block, ParseError> {
         Some(Value::String(kind)) => kind.clone(),
         _ => {
             return Err(ParseError::new(
-                format!("{path}.type"),
+                path.key("type"),
                 "expected the block's type (a string)",
             ));
         }
@@ -154,7 +155,7 @@ fn read_block(item: Value, path: &str) -> Result<Block, ParseError> {
             let call_id = take_string(&mut fields, "tool_use_id", path)?;
             let (content, shape) = match fields.get_mut("content").map(Value::take) {
                 None => (Vec::new(), Shape::Absent),
-                Some(content) => read_blocks(content, &format!("{path}.content"))?,
+                Some(content) => read_blocks(content, &path.key("content"))?,
             };
             Block::ToolResult(ToolResult {
                 call_id,

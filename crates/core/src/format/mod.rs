@@ -11,6 +11,7 @@
 mod anthropic;
 pub mod compaction;
 mod fields;
+mod json_path;
 mod merge;
 pub mod message_facts;
 mod openai;
@@ -22,6 +23,7 @@ use serde_json::Value;
 
 use crate::conversation::{Conversation, Format};
 use crate::error::{Error, ParseError};
+use json_path::JsonPath;
 
 /// The UTF-8 encoding of U+FEFF, which JSON parsers reject as a value's first character.
 const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
@@ -222,12 +224,12 @@ pub fn detect(value: &Value) -> Result<Format, ParseError> {
 /// Reads every item of a JSON array with `read`, naming each by its index in errors.
 pub(crate) fn read_each<T>(
     items: Vec<Value>,
-    path: &str,
-    read: impl Fn(Value, &str) -> Result<T, ParseError>,
+    path: &JsonPath<'_>,
+    read: impl Fn(Value, &JsonPath<'_>) -> Result<T, ParseError>,
 ) -> Result<Vec<T>, ParseError> {
     let mut out = Vec::with_capacity(items.len());
     for (i, item) in items.into_iter().enumerate() {
-        out.push(read(item, &format!("{path}[{i}]"))?);
+        out.push(read(item, &path.index(i))?);
     }
     Ok(out)
 }

@@ -2,7 +2,7 @@
 
 use serde_json::{Map, Value};
 
-use super::{kind_of, read_each};
+use super::{JsonPath, kind_of, read_each};
 use crate::conversation::{
     Block, Conversation, Format, Message, Opaque, Role, Shape, TextBlock, ToolCall, ToolResult,
 };
@@ -30,7 +30,7 @@ pub(super) fn read_body(mut body: Map<String, Value>) -> Result<Conversation, Pa
             return Err(ParseError::new("$", "expected a \"messages\" array"));
         }
     };
-    let messages = read_messages(items, "$.messages")?;
+    let messages = read_messages(items, JsonPath::Root("$.messages"))?;
     Ok(Conversation {
         format: Format::OpenAi,
         messages,
@@ -41,18 +41,17 @@ pub(super) fn read_body(mut body: Map<String, Value>) -> Result<Conversation, Pa
 pub(super) fn read_bare(items: Vec<Value>) -> Result<Conversation, ParseError> {
     Ok(Conversation {
         format: Format::Bare,
-        messages: read_messages(items, "$")?,
+        messages: read_messages(items, JsonPath::Root("$"))?,
         envelope: Map::new(),
     })
 }
 
-fn read_messages(items: Vec<Value>, base: &str) -> Result<Vec<Message>, ParseError> {
+fn read_messages(items: Vec<Value>, base: JsonPath<'_>) -> Result<Vec<Message>, ParseError> {
     let mut messages = Vec::with_capacity(items.len());
     // The pairing key of the latest legacy `function_call`, for the `function` message after it.
     let mut legacy_call: Option<String> = None;
     for (index, item) in items.into_iter().enumerate() {
-        let path = format!("{base}[{index}]");
-        let message = read_message(item, &path, index, &mut legacy_call)?;
+        let message = read_message(item, &base.index(index), index, &mut legacy_call)?;
         messages.push(message);
     }
     Ok(messages)
@@ -60,7 +59,7 @@ fn read_messages(items: Vec<Value>, base: &str) -> Result<Vec<Message>, ParseErr
 
 fn read_message(
     item: Value,
-    path: &str,
+    path: &JsonPath<'_>,
     index: usize,
     legacy_call: &mut Option<String>,
 ) -> Result<Message, ParseError> {
@@ -86,7 +85,7 @@ fn read_message(
     }
     let (content, shape) = match content {
         None => (Vec::new(), Shape::Absent),
-        Some(value) => read_content(value, &format!("{path}.content"))?,
+        Some(value) => read_content(value, &path.key("content"))?,
     };
     let mut blocks = content;
 
@@ -95,7 +94,7 @@ fn read_message(
             Some(Value::String(id)) => id,
             Some(other) => {
                 return Err(ParseError::new(
-                    format!("{path}.tool_call_id"),
+                    path.key("tool_call_id"),
                     format!("expected a string, found {}", kind_of(&other)),
                 ));
             }
@@ -131,23 +130,20 @@ fn read_message(
     }
 
     if let Some(calls) = tool_calls {
-        let path = format!("{path}.tool_calls");
+        let path = path.key("tool_calls");
         let Value::Array(calls) = calls else {
             return Err(ParseError::new(
-                path,
+                &path,
                 format!("expected an array of tool calls, found {}", kind_of(&calls)),
             ));
         };
         for (i, call) in calls.into_iter().enumerate() {
-            blocks.push(Block::ToolCall(read_tool_call(
-                call,
-                &format!("{path}[{i}]"),
-            )?));
+            blocks.push(Block::ToolCall(read_tool_call(call, &path.index(i))?));
         }
     }
     if let Some(call) = function_call {
         let id = format!("legacy-function-{index}");
-        let mut call = read_function(call, &format!("{path}.function_call"))?;
+        let mut call = read_function(call, &path.key("function_call"))?;
         call.id = id.clone();
         call.legacy = true;
         *legacy_call = Some(id);
@@ -156,18 +152,18 @@ fn read_message(
     Ok(Message::new(role, blocks, shape, fields))
 }
 
-fn read_role(fields: &Map<String, Value>, path: &str) -> Result<Role, ParseError> {
+fn read_role(fields: &Map<String, Value>, path: &JsonPath<'_>) -> Result<Role, ParseError> {
     match fields.get("role") {
         Some(Value::String(name)) => Role::parse(name).ok_or_else(|| {
             ParseError::new(
-                format!("{path}.role"),
+                path.key("role"),
                 format!(
                     "unknown role \"{name}\" (expected system, developer, user, assistant, tool or function)"
                 ),
             )
         }),
         Some(other) => Err(ParseError::new(
-            format!("{path}.role"),
+            path.key("role"),
             format!("expected a role string, found {}", kind_of(other)),
         )),
         None => Err(ParseError::new(path, "message without \"role\"")),
@@ -175,7 +171,10 @@ fn read_role(fields: &Map<String, Value>, path: &str) -> Result<Role, ParseError
 }
 
 /// Reads OpenAI content: a string, an array of parts, or null.
-pub(super) fn read_content(value: Value, path: &str) -> Result<(Vec<Block>, Shape), ParseError> {
+pub(super) fn read_content(
+    value: Value,
+    path: &JsonPath<'_>,
+) -> Result<(Vec<Block>, Shape), ParseError> {
     match value {
         Value::String(text) => Ok((vec![Block::text(text)], Shape::String)),
         Value::Null => Ok((Vec::new(), Shape::Null)),
@@ -190,7 +189,7 @@ pub(super) fn read_content(value: Value, path: &str) -> Result<(Vec<Block>, Shap
     }
 }
 
-fn read_part(part: Value, path: &str) -> Result<Block, ParseError> {
+fn read_part(part: Value, path: &JsonPath<'_>) -> Result<Block, ParseError> {
     let Value::Object(mut fields) = part else {
         return Err(ParseError::new(
             path,
@@ -202,7 +201,7 @@ fn read_part(part: Value, path: &str) -> Result<Block, ParseError> {
         "text" | "input_text" | "output_text" => match fields.get_mut("text").map(Value::take) {
             Some(Value::String(text)) => Ok(Block::Text(TextBlock { text, fields })),
             other => Err(ParseError::new(
-                format!("{path}.text"),
+                path.key("text"),
                 format!(
                     "expected a string, found {}",
                     other.as_ref().map_or("nothing", kind_of)
@@ -220,7 +219,7 @@ fn read_part(part: Value, path: &str) -> Result<Block, ParseError> {
     }
 }
 
-fn read_tool_call(call: Value, path: &str) -> Result<ToolCall, ParseError> {
+fn read_tool_call(call: Value, path: &JsonPath<'_>) -> Result<ToolCall, ParseError> {
     let Value::Object(mut fields) = call else {
         return Err(ParseError::new(
             path,
@@ -231,7 +230,7 @@ fn read_tool_call(call: Value, path: &str) -> Result<ToolCall, ParseError> {
         Some(Value::String(id)) => id,
         _ => {
             return Err(ParseError::new(
-                format!("{path}.id"),
+                path.key("id"),
                 "expected the tool call's id (a string)",
             ));
         }
@@ -242,13 +241,13 @@ fn read_tool_call(call: Value, path: &str) -> Result<ToolCall, ParseError> {
             "tool call without \"function\" (expected {\"name\", \"arguments\"})",
         ));
     };
-    let mut call = read_function(function, &format!("{path}.function"))?;
+    let mut call = read_function(function, &path.key("function"))?;
     call.id = id;
     call.fields = fields;
     Ok(call)
 }
 
-fn read_function(function: Value, path: &str) -> Result<ToolCall, ParseError> {
+fn read_function(function: Value, path: &JsonPath<'_>) -> Result<ToolCall, ParseError> {
     let Value::Object(mut function_fields) = function else {
         return Err(ParseError::new(
             path,
@@ -259,7 +258,7 @@ fn read_function(function: Value, path: &str) -> Result<ToolCall, ParseError> {
         Some(Value::String(name)) => name,
         _ => {
             return Err(ParseError::new(
-                format!("{path}.name"),
+                path.key("name"),
                 "expected the function's name (a string)",
             ));
         }
