@@ -133,7 +133,7 @@ fn read_message(
         let path = path.key("tool_calls");
         let Value::Array(calls) = calls else {
             return Err(ParseError::new(
-                &path,
+                path,
                 format!("expected an array of tool calls, found {}", kind_of(&calls)),
             ));
         };
