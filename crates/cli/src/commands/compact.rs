@@ -35,6 +35,7 @@ pub(crate) fn run(args: &CompactArgs) -> Result<(), CliError> {
         mut conversation,
         budget,
         manager,
+        input_bytes,
         ..
     } = args.cascade.load(args.file.as_deref())?;
     let report = pollster::block_on(manager.compact_with_summary(&mut conversation, budget));
@@ -44,8 +45,12 @@ pub(crate) fn run(args: &CompactArgs) -> Result<(), CliError> {
         strip_pins: true,
         pretty: args.pretty,
     };
-    let mut body =
-        format::to_vec(&conversation, options).map_err(|e| CliError::write(&output_name, e))?;
+    // Written into a buffer the size of the request read (a compacted body is rarely
+    // longer; pages of it left unwritten cost nothing): a growing buffer copies itself at
+    // each doubling and touches about twice the pages.
+    let mut body = Vec::with_capacity(input_bytes + 1);
+    format::to_writer(&conversation, options, &mut body)
+        .map_err(|e| CliError::write(&output_name, e))?;
     body.push(b'\n');
     crate::input::write(args.output.as_ref(), &body)?;
     crate::release(conversation);

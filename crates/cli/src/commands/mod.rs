@@ -66,6 +66,8 @@ pub(crate) struct Loaded {
     /// The engine's settings and counters, for what prices a session (`replay --cost`).
     pub(crate) config: context_cascade::CascadeConfig,
     pub(crate) counters: Option<context_cascade::estimate::CounterFor>,
+    /// The length of the body read: about what a compacted body written back takes at most.
+    pub(crate) input_bytes: usize,
 }
 
 impl CascadeArgs {
@@ -77,6 +79,7 @@ impl CascadeArgs {
     /// As [`CascadeArgs::load`], for input already read (a body in memory).
     pub(crate) fn load_input(&self, input: crate::input::Input) -> Result<Loaded, CliError> {
         let conversation = crate::input::parse(&input, self.format.map(Into::into))?;
+        let input_bytes = input.bytes.len();
         let name = input.name;
         let resolved = self.window.resolve(&conversation)?;
         let manager = self
@@ -89,6 +92,7 @@ impl CascadeArgs {
             manager,
             config: resolved.cascade().clone(),
             counters: resolved.counters(),
+            input_bytes,
         })
     }
 }

@@ -41,6 +41,7 @@ pub(crate) fn run(args: &ReplayArgs) -> Result<(), CliError> {
         manager,
         config,
         counters,
+        ..
     } = args.cascade.load(Some(&args.file))?;
     if args.cost {
         let text = super::replay_cost::render(&name, &conversation, budget, &config, counters);

@@ -138,14 +138,27 @@ pub fn parse_value(value: Value, format: Option<Format>) -> Result<Conversation,
 
 /// Writes a conversation in its format.
 pub fn to_vec(conversation: &Conversation, options: WriteOptions) -> Result<Vec<u8>, Error> {
+    let mut out = Vec::new();
+    to_writer(conversation, options, &mut out)?;
+    Ok(out)
+}
+
+/// [`to_vec`] into `writer`: a caller that knows about how long the body will be (the
+/// request it read, say) can write into a buffer of that size, which a growing one copies
+/// into a new buffer at each doubling, touching every page twice.
+pub fn to_writer(
+    conversation: &Conversation,
+    options: WriteOptions,
+    writer: impl std::io::Write,
+) -> Result<(), Error> {
     let view = ordered::View {
         conversation,
         options,
     };
     let result = if options.pretty {
-        serde_json::to_vec_pretty(&view)
+        serde_json::to_writer_pretty(writer, &view)
     } else {
-        serde_json::to_vec(&view)
+        serde_json::to_writer(writer, &view)
     };
     result.map_err(|e| Error::Write(e.to_string()))
 }
