@@ -1,8 +1,8 @@
 //! The hook for exact token counts: a tokenizer that knows what a provider bills.
 //!
 //! The prior (with calibration) estimates every model; where the tokenizer is public
-//! (OpenAI's o200k_base and cl100k_base, see the `exact` feature's
-//! [`crate::estimate::exact`]), a [`TokenCounter`] replaces it for whole messages and whole
+//! (OpenAI's o200k_base and cl100k_base, see the `exact` feature's `estimate::exact`
+//! module), a [`TokenCounter`] replaces it for whole messages and whole
 //! requests. The trait lives here, always compiled, so that the engine can carry a counter
 //! without every library user paying for the tokenizer tables.
 
