@@ -21,26 +21,23 @@ pub(crate) fn hash(bytes: &[u8]) -> u64 {
     h ^ (h >> 29)
 }
 
-/// The last 0–7 bytes of a piece as a little-endian word, zero above them: read in two
-/// overlapping loads instead of byte by byte (most pieces are shorter than 8 bytes, so this
-/// is most of the hash). Where the loads overlap they hold the same bytes at the same places.
+/// The last 0–7 bytes of a piece as a little-endian word, zero above them: four or more in
+/// two overlapping 4-byte loads, one to three as the first, middle and last byte, instead of
+/// byte by byte (most pieces are shorter than 8 bytes, so this is most of the hash). Where
+/// the reads overlap they hold the same bytes at the same places.
 #[inline]
 fn tail_word(rest: &[u8]) -> u64 {
     let n = rest.len();
-    match rest {
-        [] => 0,
-        [first, ..] if n < 4 => {
-            let (middle, last) = (rest[n / 2], rest[n - 1]);
-            u64::from(*first)
-                | u64::from(middle) << (8 * (n / 2))
-                | u64::from(last) << (8 * (n - 1))
-        }
-        [a, b, c, d, ..] => {
-            let low = u32::from_le_bytes([*a, *b, *c, *d]);
-            let high = u32::from_le_bytes([rest[n - 4], rest[n - 3], rest[n - 2], rest[n - 1]]);
-            u64::from(low) | u64::from(high) << (8 * (n - 4))
-        }
-        _ => 0,
+    if n >= 4 {
+        let low = u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]);
+        let high = u32::from_le_bytes([rest[n - 4], rest[n - 3], rest[n - 2], rest[n - 1]]);
+        u64::from(low) | u64::from(high) << (8 * (n - 4))
+    } else if n > 0 {
+        u64::from(rest[0])
+            | u64::from(rest[n / 2]) << (8 * (n / 2))
+            | u64::from(rest[n - 1]) << (8 * (n - 1))
+    } else {
+        0
     }
 }
 

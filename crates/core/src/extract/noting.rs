@@ -65,6 +65,16 @@ mod tests {
             note.text()
         );
         assert_eq!(split(&handled), Some(("head", note.clone())));
+        // An output that quotes the marker before its own cut is read at its last marker:
+        // the head keeps the quote, and the note is the one after the real cut.
+        let quoted = format!("log says {TRUNCATED}\nthen more{TRUNCATED}{}", note.text());
+        assert_eq!(
+            split(&quoted),
+            Some((
+                format!("log says {TRUNCATED}\nthen more").as_str(),
+                note.clone()
+            ))
+        );
         // Whole identifiers only, the rest counted.
         let many = CutNote::of(cut, 40);
         assert_eq!(

@@ -143,9 +143,9 @@ pub fn to_vec(conversation: &Conversation, options: WriteOptions) -> Result<Vec<
     Ok(out)
 }
 
-/// [`to_vec`] into `writer`: a caller that knows about how long the body will be (the
-/// request it read, say) can write into a buffer of that size, which a growing one copies
-/// into a new buffer at each doubling, touching every page twice.
+/// [`to_vec`] into `writer`. A caller that knows about how long the body will be (the
+/// request it read, say) can write into a buffer of that size: a buffer that grows copies
+/// itself at each doubling and touches about twice the pages.
 pub fn to_writer(
     conversation: &Conversation,
     options: WriteOptions,
