@@ -59,7 +59,16 @@ fn read_json<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> serde_json::Result
 
 /// `bytes` as text when they are UTF-8, checked with SIMD where the CPU has it (the same
 /// answer as `std::str::from_utf8`, whose check read a request at ~2 instructions a byte).
-pub(crate) fn utf8(bytes: &[u8]) -> Option<&str> {
+/// Check a body once with it and parse the text with `serde_json::from_str`: the parser then
+/// checks no string again.
+///
+/// ```
+/// use context_cascade::format::utf8;
+///
+/// assert_eq!(utf8("héllo".as_bytes()), Some("héllo"));
+/// assert_eq!(utf8(b"\xff"), None);
+/// ```
+pub fn utf8(bytes: &[u8]) -> Option<&str> {
     simdutf8::basic::from_utf8(bytes).ok()
 }
 

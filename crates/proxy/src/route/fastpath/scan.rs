@@ -14,6 +14,7 @@ use std::hash::BuildHasher;
 use std::ops::Range;
 use std::sync::{Arc, Mutex};
 
+use context_cascade::format::utf8;
 use context_cascade::{Format, MessageId};
 use serde::de::{DeserializeSeed, Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
@@ -136,7 +137,13 @@ impl<'a> Scan<'a> {
     /// Scans `bytes` as a request of `format`: its messages under `messages`, or for the
     /// Responses API its items under `input` (an `input` string is left to the slow path).
     pub(super) fn read(format: Format, bytes: &'a [u8]) -> Option<Self> {
-        let mut deserializer = serde_json::Deserializer::from_slice(bytes);
+        Scan::read_text(format, utf8(bytes)?)
+    }
+
+    /// [`Scan::read`] of a body known to be text: checked once, so the parser checks no
+    /// message's bytes again.
+    fn read_text(format: Format, text: &'a str) -> Option<Self> {
+        let mut deserializer = serde_json::Deserializer::from_str(text);
         let field = field(format);
         let scan = ScanSeed { field }.deserialize(&mut deserializer).ok()?;
         deserializer.end().ok()?;
@@ -158,15 +165,15 @@ impl<'a> Scan<'a> {
             return Scan::read(format, bytes);
         };
         let shared = previous.messages.get(last)?.range();
-        let text = std::str::from_utf8(bytes).ok()?;
+        let text = utf8(bytes)?;
         // `[0` stands for the messages already read: the parser is inside the list, after
         // an element, as it was after the last shared message.
         let header = format!("{{\"{}\":[0", field(format));
-        let remainder = bytes.get(shared.end..)?;
-        let mut tail = Vec::with_capacity(header.len() + remainder.len());
-        tail.extend_from_slice(header.as_bytes());
-        tail.extend_from_slice(remainder);
-        let after = Scan::read(format, &tail)?;
+        let remainder = text.get(shared.end..)?;
+        let mut tail = String::with_capacity(header.len() + remainder.len());
+        tail.push_str(&header);
+        tail.push_str(remainder);
+        let after = Scan::read_text(format, &tail)?;
         // A piece of the tail is the same bytes of the body, `shared.end - header.len()` on.
         let in_body = |piece: &str| {
             let at = (piece.as_ptr() as usize).checked_sub(tail.as_ptr() as usize)?;
