@@ -8,6 +8,11 @@
 //! them are the same, and scans only from the last of them on. The parser is then in the
 //! very state a whole scan would be in at that byte (the same bytes led there), so what is
 //! read is what a whole scan reads.
+//!
+//! The hashes are chained: each message's is the hash of its bytes (and those between it
+//! and the previous message) keyed by the previous message's hash, the first keyed by a
+//! random key. So the messages a body shares with the previous one keep their places and
+//! hashes as they were, and keeping the new body's layout hashes only its new messages.
 
 use std::collections::HashMap;
 use std::hash::BuildHasher;
@@ -18,7 +23,7 @@ use context_cascade::format::utf8;
 use context_cascade::{Format, MessageId};
 use serde::de::{DeserializeSeed, Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
-use xxhash_rust::xxh3::Xxh3;
+use xxhash_rust::xxh3::xxh3_64_with_seed;
 
 /// The body's top-level keys, the messages (a Responses body: its input items) as JSON text.
 pub(super) struct Scan<'a> {
@@ -26,8 +31,9 @@ pub(super) struct Scan<'a> {
     pub(super) rest: Vec<(String, &'a str)>,
     /// How many of `rest` came before the messages (the envelope keeps the key's place).
     pub(super) messages_at: usize,
-    /// The identities of the first messages, known from the previous body.
-    known: Vec<MessageId>,
+    /// The first messages, known from the previous body: where they lie in this one too,
+    /// their hashes and identities.
+    known: Vec<Place>,
 }
 
 /// What the fast path keeps of a scanned body to scan the next one from where they part.
@@ -39,10 +45,12 @@ pub(super) struct Layout {
 }
 
 /// One message of a kept body: 32 bytes.
+#[derive(Clone, Copy)]
 struct Place {
     start: u32,
     end: u32,
-    /// The keyed hash of the body up to the message's end.
+    /// The keyed hash of the body up to the message's end: of the bytes since the previous
+    /// message's end, keyed by that message's hash (the first by the process's key).
     digest: u64,
     id: MessageId,
 }
@@ -193,7 +201,7 @@ impl<'a> Scan<'a> {
         for (key, value) in after.rest {
             rest.push((key, in_body(value)?));
         }
-        let known = previous.messages.iter().take(same).map(|m| m.id).collect();
+        let known = previous.messages.get(..same)?.to_vec();
         Some(Scan {
             messages,
             rest,
@@ -212,7 +220,7 @@ impl<'a> Scan<'a> {
     pub(super) fn ids(&self) -> Vec<MessageId> {
         let hashed = (self.messages.iter().skip(self.known.len()))
             .map(|raw| MessageId::of_bytes(raw.as_bytes()));
-        self.known.iter().copied().chain(hashed).collect()
+        self.known.iter().map(|place| place.id).chain(hashed).collect()
     }
 
     /// What to keep of this scan of `bytes` (whose messages are `ids`) to scan the next
@@ -226,17 +234,20 @@ impl<'a> Scan<'a> {
         let before = (self.rest.iter().take(self.messages_at))
             .map(|(key, value)| Some((key.clone(), range(value)?)))
             .collect::<Option<Vec<_>>>()?;
-        let mut hasher = Xxh3::with_seed(seed);
-        let mut hashed = 0;
+        // The known messages lie where they lay, after the same bytes: only the new ones
+        // are hashed, from the last known one's hash on.
         let mut messages = Vec::with_capacity(self.messages.len());
-        for (raw, id) in self.messages.iter().zip(ids) {
+        messages.extend_from_slice(&self.known);
+        let (mut key, mut hashed) = self.known.last().map_or((seed, 0), |p| (p.digest, p.end));
+        let new = self.messages.iter().zip(ids).skip(self.known.len());
+        for (raw, id) in new {
             let range = range(raw)?;
-            hasher.update(bytes.get(hashed..range.end)?);
-            hashed = range.end;
+            key = xxh3_64_with_seed(bytes.get(hashed as usize..range.end)?, key);
+            hashed = u32::try_from(range.end).ok()?;
             messages.push(Place {
                 start: u32::try_from(range.start).ok()?,
-                end: u32::try_from(range.end).ok()?,
-                digest: hasher.digest(),
+                end: hashed,
+                digest: key,
                 id: *id,
             });
         }
@@ -249,8 +260,7 @@ impl<'a> Scan<'a> {
 /// no client knows, two different prefixes agree by chance once in 2^64). Only a value that
 /// ends itself (an object, a list, a string) is taken: a number could go on in the new body.
 fn shared_messages(bytes: &[u8], previous: &Layout, seed: u64) -> usize {
-    let mut hasher = Xxh3::with_seed(seed);
-    let mut hashed = 0;
+    let (mut key, mut hashed) = (seed, 0);
     let mut same = 0;
     for place in &previous.messages {
         let Some(part) = bytes.get(hashed..place.end as usize) else {
@@ -259,9 +269,9 @@ fn shared_messages(bytes: &[u8], previous: &Layout, seed: u64) -> usize {
         if !matches!(part.last(), Some(b'}' | b']' | b'"')) {
             break;
         }
-        hasher.update(part);
+        key = xxh3_64_with_seed(part, key);
         hashed = place.end as usize;
-        if hasher.digest() != place.digest {
+        if key != place.digest {
             break;
         }
         same += 1;
@@ -364,6 +374,16 @@ mod tests {
         // Its layout lies in its own body: the next one reads after it in turn.
         let next = after.layout(bodies[1], &after.ids(), 7).unwrap();
         assert_eq!(next.len(), 3);
+        // ... the very layout a whole scan of that body keeps (its known messages' hashes
+        // taken, the new one's chained on).
+        let whole = Scan::read(Format::OpenAi, bodies[1]).unwrap();
+        let whole = whole.layout(bodies[1], &whole.ids(), 7).unwrap();
+        let places = |l: &Layout| {
+            (l.messages.iter())
+                .map(|p| (p.start, p.end, p.digest, p.id))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(places(&next), places(&whole));
         let again = Scan::read_after(Format::OpenAi, bodies[1], &next, 7).unwrap();
         assert_eq!(again.known.len(), 3);
         assert_eq!(
