@@ -220,7 +220,11 @@ impl<'a> Scan<'a> {
     pub(super) fn ids(&self) -> Vec<MessageId> {
         let hashed = (self.messages.iter().skip(self.known.len()))
             .map(|raw| MessageId::of_bytes(raw.as_bytes()));
-        self.known.iter().map(|place| place.id).chain(hashed).collect()
+        self.known
+            .iter()
+            .map(|place| place.id)
+            .chain(hashed)
+            .collect()
     }
 
     /// What to keep of this scan of `bytes` (whose messages are `ids`) to scan the next

@@ -8,9 +8,12 @@
 //! is overwritten on disk (`secure_delete`) and the freed pages given back to the file system
 //! by the timer's pass (incremental vacuum), see [`super::statements::prepare`].
 
+use std::sync::Arc;
+
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::super::{Retention, clamp_i64, now};
+use super::fact_index::FactIndex;
 
 /// A conversation table: its name, the column naming a row (summaries and sessions are
 /// replaced by key), and the bytes a row counts against the cap.
@@ -54,17 +57,26 @@ pub(in crate::state::store) struct Ledger {
     retention: Retention,
     /// What the cap counts, as of the last committed statement.
     stored: u64,
+    /// The conversations with facts, as of the last committed statement.
+    facts: Arc<FactIndex>,
 }
 
 impl Ledger {
     /// Takes a prepared connection and counts what it holds (one scan, at open).
     pub(super) fn new(connection: Connection, retention: Retention) -> rusqlite::Result<Ledger> {
         let stored = total_bytes(&connection)?;
+        let facts = Arc::new(FactIndex::read(&connection)?);
         Ok(Ledger {
             connection,
             retention,
             stored,
+            facts,
         })
+    }
+
+    /// The index of the conversations with facts, which this ledger keeps up to date.
+    pub(super) fn fact_index(&self) -> Arc<FactIndex> {
+        self.facts.clone()
     }
 
     /// The connection, for statements that do not change what the cap counts.
@@ -99,6 +111,7 @@ impl Ledger {
         evicted += make_room(&transaction, &mut stored, self.retention.max_bytes, 0)?;
         transaction.commit()?;
         self.stored = stored;
+        self.facts.rebuild(&self.connection)?;
         give_back_free_pages(&self.connection)?;
         Ok(evicted)
     }
@@ -162,7 +175,11 @@ impl Ledger {
             .query_row(params![conversation, hash], |_| Ok(()))
             .optional()?;
         let bytes = conversation.len() + hash.len() + text.len();
-        if known.is_some() || !self.retention.fits("fact", bytes) {
+        if known.is_some() {
+            self.facts.note(conversation);
+            return Ok(false);
+        }
+        if !self.retention.fits("fact", bytes) {
             return Ok(false);
         }
         let transaction = self.connection.unchecked_transaction()?;
@@ -185,6 +202,8 @@ impl Ledger {
             .execute(params![conversation, hash, seq, text, clamp_i64(now())])?;
         transaction.commit()?;
         self.stored = stored + if inserted > 0 { bytes as u64 } else { 0 };
+        // Inserted, or ignored as another process's same fact: the row is there.
+        self.facts.note(conversation);
         Ok(inserted > 0)
     }
 

@@ -19,8 +19,10 @@
 //! sends its statement there and awaits the answer; it never holds a lock over SQLite, and
 //! never pays for an eviction scan (a write at the cap deletes a few of the oldest rows by
 //! index, on the store's thread). A store failure never fails a request (callers log it
-//! and carry on without the cache).
+//! and carry on without the cache). Whether a conversation has facts at all is answered
+//! from memory, without the round trip ([`fact_index`]): most have none.
 
+mod fact_index;
 mod ledger;
 mod statements;
 
@@ -34,6 +36,7 @@ use std::time::{Duration, Instant};
 use context_cascade::{BoxFuture, Scale};
 use rusqlite::Connection;
 
+use self::fact_index::FactIndex;
 use self::ledger::Ledger;
 use super::fact::fact_to_keep;
 use super::{Retention, StateStore, StoreError, StoreResult, StoredSession, now};
@@ -53,6 +56,8 @@ type Failure = Arc<Mutex<Option<String>>>;
 pub struct SqliteStore {
     jobs: Sender<Job>,
     failure: Failure,
+    /// Which conversations have facts (the store's thread keeps it up to date).
+    fact_index: Arc<FactIndex>,
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -80,13 +85,18 @@ impl SqliteStore {
         statements::prepare(&connection)?;
         let mut ledger = Ledger::new(connection, retention)?;
         ledger.sweep(now())?;
+        let fact_index = ledger.fact_index();
         let (jobs, receiver) = std::sync::mpsc::channel();
         let failure = Failure::default();
         let thread_failure = failure.clone();
         std::thread::Builder::new()
             .name("cascade-sqlite".into())
             .spawn(move || serve(ledger, &receiver, &thread_failure))?;
-        Ok(SqliteStore { jobs, failure })
+        Ok(SqliteStore {
+            jobs,
+            failure,
+            fact_index,
+        })
     }
 
     /// Runs `op` on the store's thread; the future resolves with its result.
@@ -283,6 +293,10 @@ impl StateStore for SqliteStore {
     }
 
     fn facts<'a>(&'a self, conversation: &'a str) -> BoxFuture<'a, StoreResult<Vec<String>>> {
+        // Most conversations have none: answered without a round trip to the thread.
+        if !self.fact_index.may_hold(conversation) {
+            return Box::pin(std::future::ready(Ok(Vec::new())));
+        }
         let conversation = conversation.to_owned();
         self.run(move |l| statements::facts(l.connection(), &conversation))
     }
