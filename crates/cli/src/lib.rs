@@ -4,7 +4,7 @@
 //! the Python wheel's `cascade` console script both call it), and [`embed`] gives the
 //! compaction `cascade compact` does to a body in memory, byte for byte the same.
 //!
-//! Exit codes (also in `cascade --help`, from [`error::EXIT_CODES`]): 0 success; 1 the
+//! Exit codes (also in `cascade --help`, from `error::EXIT_CODES`): 0 success; 1 the
 //! conversation cannot fit the window (`compact`); 2 bad input or usage, reported as one line
 //! on stderr (`cascade: <file>: <JSON path>: <what was expected>`); 3 the proxy could not
 //! start or stopped on an error.

@@ -8,7 +8,7 @@
 //!   sticky prefix, summaries and memory.
 //!
 //! Both keep the same things under the same keys (SPEC "Proxy state"): conversation state
-//! by the keyed hash of the credential together with the conversation ([`crate::state::tenancy`]),
+//! by the keyed hash of the credential together with the conversation (`crate::state::tenancy`),
 //! summaries by a hash that includes the tenant, calibration and learned windows by model
 //! (they hold no content). Both bound what they keep by a time to live and a size cap
 //! ([`Retention`]). A store failure never fails a request: callers log it and carry on
@@ -156,7 +156,7 @@ pub trait StateStore: Send + Sync {
 }
 
 /// A store as opened, with the model-level state read at startup (SQLite reads it at once;
-/// a shared store is followed in the background, see [`crate::window::shared`]).
+/// a shared store is followed in the background, see `crate::window::shared`).
 pub struct Opened {
     /// The store.
     pub store: Arc<dyn StateStore>,

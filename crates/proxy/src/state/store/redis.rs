@@ -5,7 +5,7 @@
 //! - `cascade:summary:{key}`: hash `s` (summary), `t` (token limit it was made under); the
 //!   key is the summary cache's hash, which includes the tenant.
 //! - `cascade:facts:{conversation}`: hash fact-hash → `{seq:020} {text}`; the conversation
-//!   key is the tenant's keyed hash with the conversation (see [`crate::state::tenancy`]).
+//!   key is the tenant's keyed hash with the conversation (see `crate::state::tenancy`).
 //! - `cascade:sticky:{conversation}`: the conversation's sticky decisions, one versioned
 //!   record ([`StoredSession::to_bytes`]). (Version 2 kept a hash under `cascade:session:`,
 //!   left to expire.)

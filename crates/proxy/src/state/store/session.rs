@@ -16,7 +16,7 @@ use context_cascade::MessageId;
 /// and now matches no request (its conversation runs afresh, as for an absent record).
 pub const SESSION_VERSION: u32 = 3;
 
-/// A conversation's sticky decisions, as [`crate::state::stability`] keeps them.
+/// A conversation's sticky decisions, as `crate::state::stability` keeps them.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct StoredSession {
     /// [`SESSION_VERSION`] when written by this code.
@@ -25,7 +25,7 @@ pub struct StoredSession {
     pub format: Format,
     /// The identities of the original incoming messages the decisions cover.
     pub originals: Vec<MessageId>,
-    /// What went upstream in their place, see [`crate::state::decisions`].
+    /// What went upstream in their place, see `crate::state::decisions`.
     pub decisions: String,
 }
 

@@ -9,9 +9,9 @@
 //! shortened tool output): never a copy of the messages the client sends again anyway.
 //! Every row carries the time it was last written; rows older than the time to live go
 //! ([`SqliteStore::evict`], run at open and every [`EVICT_INTERVAL`]), and a write that would
-//! pass the size cap evicts the oldest rows first ([`ledger`]). What is evicted leaves no
+//! pass the size cap evicts the oldest rows first (`ledger`). What is evicted leaves no
 //! readable text in the file or its journal, and the file gives its freed pages back
-//! ([`statements::prepare`]). A remembered fact is kept up to [`super::fact::FACT_LIMIT`]
+//! (`statements::prepare`). A remembered fact is kept up to [`super::fact::FACT_LIMIT`]
 //! bytes. Calibration rows are per model and hold no content.
 //!
 //! Off the request path: one connection, owned by the store's own thread, which runs every
@@ -20,7 +20,7 @@
 //! never pays for an eviction scan (a write at the cap deletes a few of the oldest rows by
 //! index, on the store's thread). A store failure never fails a request (callers log it
 //! and carry on without the cache). Whether a conversation has facts at all is answered
-//! from memory, without the round trip ([`fact_index`]): most have none.
+//! from memory, without the round trip (`fact_index`): most have none.
 
 mod fact_index;
 mod ledger;
