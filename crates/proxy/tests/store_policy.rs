@@ -68,6 +68,27 @@ async fn files_are_private_and_sessions_keep_no_whole_conversation() {
     let _ = std::fs::remove_dir_all(&root);
 }
 
+/// The facts a store holds are found after it is opened again (the store answers "none"
+/// from memory for a conversation without facts, and that memory is read from the file at
+/// open), and a conversation without facts still has none.
+#[tokio::test]
+async fn facts_are_found_after_the_store_is_opened_again() {
+    let root = temp_dir("facts-reopen");
+    let path = root.join("c.db");
+    {
+        let store = SqliteStore::open(&path, Retention::default()).unwrap();
+        assert!(store.add_fact("conv", "h", "a fact").await.unwrap());
+        assert_eq!(store.facts("conv").await.unwrap(), ["a fact"]);
+    }
+    let store = SqliteStore::open(&path, Retention::default()).unwrap();
+    assert_eq!(store.facts("conv").await.unwrap(), ["a fact"]);
+    assert!(store.facts("other").await.unwrap().is_empty());
+    // A fact added after the open is found too.
+    assert!(store.add_fact("other", "h", "another").await.unwrap());
+    assert_eq!(store.facts("other").await.unwrap(), ["another"]);
+    let _ = std::fs::remove_dir_all(&root);
+}
+
 #[tokio::test]
 async fn entries_older_than_the_ttl_are_evicted() {
     let root = temp_dir("ttl");

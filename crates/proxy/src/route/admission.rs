@@ -126,7 +126,8 @@ impl Admission<'_> {
         );
         let decision = decision.await?;
         // A stored fact missing from the request is put back by the slow path; a store that
-        // cannot answer sends the request there too (it says so in /healthz).
+        // cannot answer sends the request there too (it says so in /healthz). A SQLite
+        // store answers "none" from memory for a conversation it holds no facts of.
         match self.store.facts(&decision.key).await {
             Ok(facts) if facts.is_empty() => {}
             _ => return None,
